@@ -1,0 +1,79 @@
+// Internal declarations shared by the accelrt implementation files. Not installed.
+#ifndef ACCELRT_SRC_INTERNAL_H_
+#define ACCELRT_SRC_INTERNAL_H_
+
+#include "accelrt/accelrt.h"
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace accelrt {
+namespace detail {
+
+constexpr int kMaxDevices = 64;
+constexpr int kDefaultDeviceCount = 2;
+constexpr std::size_t kAlignment = 64;
+
+// ---- device.cpp -------------------------------------------------------------------------------
+// Returns the device count, fixing it (from ACCELRT_DEVICE_COUNT) on first use.
+int device_count();
+// NoDevice if the count is 0, InvalidDevice if device is out of range, else Success.
+accelrtError_t validate_device(int device);
+// Writes the calling thread's current device; NoDevice if the count is 0.
+accelrtError_t current_device(int* device);
+
+// ---- memory.cpp -------------------------------------------------------------------------------
+// The memory limit of a (valid) device.
+std::size_t device_memory_limit(int device);
+
+// ---- stream.cpp -------------------------------------------------------------------------------
+struct StreamInfo {
+  int device = 0;
+  int priority = 0;
+  unsigned flags = 0;
+  bool is_default = false;
+};
+// Resolves a stream handle (NULL = current device's default stream) into a copy of its state.
+// InvalidResourceHandle if the handle is not live; NoDevice for NULL when the count is 0.
+accelrtError_t lookup_stream(accelrtStream_t stream, StreamInfo* info);
+
+// ---- event.cpp --------------------------------------------------------------------------------
+// InvalidResourceHandle unless event is a live event handle.
+accelrtError_t validate_event(accelrtEvent_t event);
+
+// ---- handles ----------------------------------------------------------------------------------
+// Handles are (id << 4) | tag with a process-wide, never reused id, so destroyed handles can never
+// alias new objects and a stream handle is never a valid event handle (and vice versa).
+enum class HandleTag : std::uintptr_t { kStream = 0x5, kEvent = 0xE };
+
+inline std::uintptr_t new_handle(HandleTag tag) {
+  static std::atomic<std::uintptr_t> next_id{1};
+  const std::uintptr_t id = next_id.fetch_add(1, std::memory_order_relaxed);
+  return (id << 4) | static_cast<std::uintptr_t>(tag);
+}
+
+// The integer value of an API enum argument. C callers may pass any int (legal in C), which is outside
+// the C++ value range of the enum; copying the bytes avoids an enum-typed load of such a value
+// (undefined behaviour in C++, reported by -fsanitize=enum).
+template <typename Enum>
+int enum_value(const Enum& value) {
+  static_assert(sizeof(Enum) == sizeof(int), "API enums are int-sized");
+  int result = 0;
+  std::memcpy(&result, &value, sizeof(result));
+  return result;
+}
+
+// Returns a reference to a lazily created object that is intentionally never destroyed, so the
+// runtime keeps working from other objects' static destructors at process exit.
+template <typename T>
+T& leaked_singleton() {
+  static T* instance = new T();
+  return *instance;
+}
+
+}  // namespace detail
+}  // namespace accelrt
+
+#endif  // ACCELRT_SRC_INTERNAL_H_

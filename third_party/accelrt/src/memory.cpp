@@ -1,0 +1,310 @@
+// Memory: device and pinned-host allocations, limits, statistics, pointer attributes, copies.
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include <unistd.h>
+
+#include "internal.h"
+
+namespace accelrt {
+namespace detail {
+namespace {
+
+// Used when the physical memory size cannot be determined.
+constexpr std::size_t kFallbackMemoryLimit = std::size_t{16} << 30;
+
+std::size_t physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page_size <= 0) return kFallbackMemoryLimit;
+  return static_cast<std::size_t>(pages) * static_cast<std::size_t>(page_size);
+}
+
+struct Allocation {
+  std::size_t size;
+  accelrtMemoryType type;  // accelrtMemoryTypeDevice or accelrtMemoryTypeHost
+  int device;              // -1 for host allocations
+};
+
+struct DeviceMemory {
+  std::size_t limit = 0;
+  std::size_t allocated = 0;  // committed: live allocations
+  std::size_t reserved = 0;   // accepted against the limit, host allocation in progress
+  std::size_t peak = 0;
+  std::size_t count = 0;
+};
+
+struct MemoryState {
+  MemoryState() {
+    const std::size_t limit = physical_memory_bytes();
+    for (DeviceMemory& d : devices) d.limit = limit;
+  }
+  std::mutex mutex;
+  // Live allocations (device and host) by base address; sizes are > 0, ranges never overlap.
+  std::map<std::uintptr_t, Allocation> allocations;
+  std::array<DeviceMemory, kMaxDevices> devices;
+};
+
+MemoryState& state() { return leaked_singleton<MemoryState>(); }
+
+std::uintptr_t address(const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr); }
+
+// The allocation containing addr, or allocations.end(). Caller holds the mutex.
+std::map<std::uintptr_t, Allocation>::const_iterator find_containing(const MemoryState& s,
+                                                                      std::uintptr_t addr) {
+  auto it = s.allocations.upper_bound(addr);
+  if (it == s.allocations.begin()) return s.allocations.end();
+  --it;
+  if (addr - it->first < it->second.size) return it;
+  return s.allocations.end();
+}
+
+// True if addr lies inside a live device allocation.
+bool is_device_pointer(const void* ptr) {
+  MemoryState& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  auto it = find_containing(s, address(ptr));
+  return it != s.allocations.end() && it->second.type == accelrtMemoryTypeDevice;
+}
+
+// Success if [ptr, ptr + count) lies inside one live device allocation (count > 0).
+accelrtError_t check_device_range(const void* ptr, std::size_t count) {
+  MemoryState& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  const std::uintptr_t addr = address(ptr);
+  auto it = find_containing(s, addr);
+  if (it == s.allocations.end() || it->second.type != accelrtMemoryTypeDevice) {
+    return accelrtErrorInvalidValue;
+  }
+  const std::size_t offset = addr - it->first;
+  if (count > it->second.size - offset) return accelrtErrorInvalidValue;
+  return accelrtSuccess;
+}
+
+void* aligned_allocate(std::size_t size) {
+  void* ptr = nullptr;
+  if (posix_memalign(&ptr, kAlignment, size) != 0) return nullptr;
+  return ptr;
+}
+
+// Validates and performs a copy; the caller has validated the stream, if any. kind_value is the
+// integer value of the accelrtMemcpyKind argument (any int from a C caller).
+accelrtError_t copy(void* dst, const void* src, std::size_t count, int kind_value) {
+  if (kind_value < accelrtMemcpyHostToHost || kind_value > accelrtMemcpyDefault) {
+    return accelrtErrorInvalidValue;
+  }
+  if (count == 0) return accelrtSuccess;
+  if (dst == nullptr || src == nullptr) return accelrtErrorInvalidValue;
+  bool dst_on_device = false;
+  bool src_on_device = false;
+  switch (kind_value) {
+    case accelrtMemcpyHostToDevice:
+      dst_on_device = true;
+      break;
+    case accelrtMemcpyDeviceToHost:
+      src_on_device = true;
+      break;
+    case accelrtMemcpyDeviceToDevice:
+      dst_on_device = src_on_device = true;
+      break;
+    case accelrtMemcpyDefault:
+      dst_on_device = is_device_pointer(dst);
+      src_on_device = is_device_pointer(src);
+      break;
+    default:  // accelrtMemcpyHostToHost
+      break;
+  }
+  if (dst_on_device) {
+    const accelrtError_t err = check_device_range(dst, count);
+    if (err != accelrtSuccess) return err;
+  }
+  if (src_on_device) {
+    const accelrtError_t err = check_device_range(src, count);
+    if (err != accelrtSuccess) return err;
+  }
+  // The copy itself runs outside the lock; freeing memory while copying it is a caller error.
+  std::memmove(dst, src, count);
+  return accelrtSuccess;
+}
+
+}  // namespace
+
+std::size_t device_memory_limit(int device) {
+  MemoryState& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.devices[static_cast<std::size_t>(device)].limit;
+}
+
+}  // namespace detail
+}  // namespace accelrt
+
+using namespace accelrt::detail;
+
+extern "C" {
+
+accelrtError_t accelrtDeviceSetMemoryLimit(int device, size_t bytes) {
+  const accelrtError_t err = validate_device(device);
+  if (err != accelrtSuccess) return err;
+  MemoryState& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.devices[static_cast<std::size_t>(device)].limit = bytes;
+  return accelrtSuccess;
+}
+
+accelrtError_t accelrtMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+  if (free_bytes == nullptr || total_bytes == nullptr) return accelrtErrorInvalidValue;
+  int device = 0;
+  const accelrtError_t err = current_device(&device);
+  if (err != accelrtSuccess) return err;
+  MemoryState& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  const DeviceMemory& d = s.devices[static_cast<std::size_t>(device)];
+  const std::size_t used = d.allocated + d.reserved;
+  *free_bytes = d.limit > used ? d.limit - used : 0;
+  *total_bytes = d.limit;
+  return accelrtSuccess;
+}
+
+accelrtError_t accelrtMalloc(void** ptr, size_t size) {
+  if (ptr == nullptr) return accelrtErrorInvalidValue;
+  *ptr = nullptr;
+  int device = 0;
+  const accelrtError_t err = current_device(&device);
+  if (err != accelrtSuccess) return err;
+  if (size == 0) return accelrtSuccess;
+
+  MemoryState& s = state();
+  DeviceMemory& d = s.devices[static_cast<std::size_t>(device)];
+  {
+    // Reserve against the limit first so the host allocation can run outside the lock.
+    std::lock_guard<std::mutex> lock(s.mutex);
+    const std::size_t used = d.allocated + d.reserved;
+    if (used > d.limit || size > d.limit - used) return accelrtErrorMemoryAllocation;
+    d.reserved += size;
+  }
+  void* memory = aligned_allocate(size);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  d.reserved -= size;
+  if (memory == nullptr) return accelrtErrorMemoryAllocation;
+  s.allocations.emplace(address(memory), Allocation{size, accelrtMemoryTypeDevice, device});
+  d.allocated += size;
+  d.count += 1;
+  d.peak = std::max(d.peak, d.allocated);
+  *ptr = memory;
+  return accelrtSuccess;
+}
+
+accelrtError_t accelrtFree(void* ptr) {
+  if (ptr == nullptr) return accelrtSuccess;
+  MemoryState& s = state();
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    auto it = s.allocations.find(address(ptr));
+    if (it == s.allocations.end() || it->second.type != accelrtMemoryTypeDevice) {
+      return accelrtErrorInvalidValue;
+    }
+    DeviceMemory& d = s.devices[static_cast<std::size_t>(it->second.device)];
+    d.allocated -= it->second.size;
+    d.count -= 1;
+    s.allocations.erase(it);
+  }
+  std::free(ptr);
+  return accelrtSuccess;
+}
+
+accelrtError_t accelrtMallocHost(void** ptr, size_t size) {
+  if (ptr == nullptr) return accelrtErrorInvalidValue;
+  *ptr = nullptr;
+  if (size == 0) return accelrtSuccess;
+  void* memory = aligned_allocate(size);
+  if (memory == nullptr) return accelrtErrorMemoryAllocation;
+  MemoryState& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.allocations.emplace(address(memory), Allocation{size, accelrtMemoryTypeHost, -1});
+  *ptr = memory;
+  return accelrtSuccess;
+}
+
+accelrtError_t accelrtFreeHost(void* ptr) {
+  if (ptr == nullptr) return accelrtSuccess;
+  MemoryState& s = state();
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    auto it = s.allocations.find(address(ptr));
+    if (it == s.allocations.end() || it->second.type != accelrtMemoryTypeHost) {
+      return accelrtErrorInvalidValue;
+    }
+    s.allocations.erase(it);
+  }
+  std::free(ptr);
+  return accelrtSuccess;
+}
+
+accelrtError_t accelrtPointerGetAttributes(accelrtPointerAttributes* attributes, const void* ptr) {
+  if (attributes == nullptr) return accelrtErrorInvalidValue;
+  attributes->type = accelrtMemoryTypeUnregistered;
+  attributes->device = -1;
+  attributes->basePointer = nullptr;
+  attributes->size = 0;
+  if (ptr == nullptr) return accelrtSuccess;
+  MemoryState& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  auto it = find_containing(s, address(ptr));
+  if (it == s.allocations.end()) return accelrtSuccess;
+  attributes->type = it->second.type;
+  attributes->device = it->second.device;
+  attributes->basePointer = reinterpret_cast<void*>(it->first);
+  attributes->size = it->second.size;
+  return accelrtSuccess;
+}
+
+accelrtError_t accelrtDeviceGetMemoryStats(int device, accelrtMemoryStats* stats) {
+  if (stats == nullptr) return accelrtErrorInvalidValue;
+  const accelrtError_t err = validate_device(device);
+  if (err != accelrtSuccess) return err;
+  MemoryState& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  const DeviceMemory& d = s.devices[static_cast<std::size_t>(device)];
+  stats->allocatedBytes = d.allocated;
+  stats->peakAllocatedBytes = d.peak;
+  stats->allocationCount = d.count;
+  return accelrtSuccess;
+}
+
+accelrtError_t accelrtDeviceResetPeakMemoryStats(int device) {
+  const accelrtError_t err = validate_device(device);
+  if (err != accelrtSuccess) return err;
+  MemoryState& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  DeviceMemory& d = s.devices[static_cast<std::size_t>(device)];
+  d.peak = d.allocated;
+  return accelrtSuccess;
+}
+
+accelrtError_t accelrtMemcpy(void* dst, const void* src, size_t count, accelrtMemcpyKind kind) {
+  return copy(dst, src, count, enum_value(kind));
+}
+
+accelrtError_t accelrtMemcpyAsync(void* dst, const void* src, size_t count, accelrtMemcpyKind kind,
+                                  accelrtStream_t stream) {
+  StreamInfo info;
+  const accelrtError_t err = lookup_stream(stream, &info);
+  if (err != accelrtSuccess) return err;
+  return copy(dst, src, count, enum_value(kind));
+}
+
+accelrtError_t accelrtMemset(void* dst, int value, size_t count) {
+  if (count == 0) return accelrtSuccess;
+  if (dst == nullptr) return accelrtErrorInvalidValue;
+  const accelrtError_t err = check_device_range(dst, count);
+  if (err != accelrtSuccess) return err;
+  std::memset(dst, static_cast<unsigned char>(value), count);
+  return accelrtSuccess;
+}
+
+}  // extern "C"
