@@ -1,0 +1,60 @@
+"""Builds torch_accel._C.
+
+The CUDA runtime (csrc/runtime/cuda) is compiled and linked whenever the installed torch
+is a CUDA build and a CUDA toolkit is found, so that machines without a GPU still prove
+it compiles. The host runtime (csrc/runtime/host over third_party/accelrt) is always built.
+"""
+
+import glob
+import os
+
+import torch
+from setuptools import find_packages, setup
+from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, CUDAExtension
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+
+
+def _sources(pattern):
+    return sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, pattern), recursive=True))
+
+
+def _with_cuda():
+    flag = os.environ.get("TORCH_ACCEL_BUILD_CUDA", "auto")
+    if flag not in ("auto", "0", "1"):
+        raise ValueError(f"TORCH_ACCEL_BUILD_CUDA must be auto, 0 or 1, not {flag!r}")
+    available = torch.version.cuda is not None and CUDA_HOME is not None
+    if flag == "1" and not available:
+        raise RuntimeError(
+            "TORCH_ACCEL_BUILD_CUDA=1 but the installed torch has no CUDA or no CUDA toolkit was found "
+            f"(torch.version.cuda={torch.version.cuda}, CUDA_HOME={CUDA_HOME})"
+        )
+    return available if flag == "auto" else flag == "1"
+
+
+def _extension():
+    with_cuda = _with_cuda()
+    sources = [s for s in _sources("csrc/**/*.cpp") if with_cuda or not s.startswith("csrc/runtime/cuda/")]
+    sources += _sources("third_party/accelrt/src/*.cpp")
+    cxx_flags = ["-O2", "-std=c++17", "-Wall", "-Wno-unused-parameter", "-fvisibility=hidden"]
+    if with_cuda:
+        cxx_flags.append("-DTORCH_ACCEL_WITH_CUDA=1")
+    kwargs = dict(
+        name="torch_accel._C",
+        sources=sources,
+        include_dirs=[ROOT, os.path.join(ROOT, "third_party/accelrt/include")],
+        extra_compile_args={"cxx": cxx_flags},
+    )
+    return CUDAExtension(**kwargs) if with_cuda else CppExtension(**kwargs)
+
+
+setup(
+    name="torch-accel",
+    version="0.1.0",
+    description="PrivateUse1 backend 'accel' for PyTorch, backed by CUDA or by an emulated host runtime",
+    packages=find_packages(include=["torch_accel", "torch_accel.*"]),
+    ext_modules=[_extension()],
+    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
+    python_requires=">=3.10",
+    install_requires=["torch==2.11.0"],
+)
