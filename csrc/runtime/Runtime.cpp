@@ -1,0 +1,83 @@
+#include <csrc/runtime/Runtime.h>
+
+#include <c10/util/Exception.h>
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+namespace torch_accel {
+
+// Defined by the runtime implementations. The CUDA one exists only in builds
+// against a CUDA-enabled torch; cudaDeviceCount() is cheap (no context).
+const Runtime& hostRuntime();
+#ifdef TORCH_ACCEL_WITH_CUDA
+const Runtime& cudaRuntime();
+c10::DeviceIndex cudaDeviceCount() noexcept;
+#endif
+
+namespace {
+
+const Runtime& selectRuntime() {
+  const char* env = std::getenv("TORCH_ACCEL_RUNTIME");
+  const std::string choice = (env && *env) ? env : "auto";
+  if (choice == "host") {
+    return hostRuntime();
+  }
+  if (choice == "cuda") {
+#ifdef TORCH_ACCEL_WITH_CUDA
+    return cudaRuntime();
+#else
+    TORCH_CHECK(
+        false,
+        "TORCH_ACCEL_RUNTIME=cuda, but torch_accel was built without CUDA "
+        "(the installed torch has no CUDA, or no CUDA toolkit was found at build time)");
+#endif
+  }
+  TORCH_CHECK_VALUE(choice == "auto", "TORCH_ACCEL_RUNTIME must be one of auto, cuda, host; got '", choice, "'");
+#ifdef TORCH_ACCEL_WITH_CUDA
+  if (cudaDeviceCount() > 0) {
+    return cudaRuntime();
+  }
+#endif
+  return hostRuntime();
+}
+
+} // namespace
+
+const Runtime& runtime() {
+  // A throwing initialiser leaves the static unset, so a bad configuration is
+  // reported again on every call instead of being cached as a crash.
+  static const Runtime& selected = selectRuntime();
+  return selected;
+}
+
+void checkDeviceAvailable() {
+  TORCH_CHECK(
+      runtime().deviceCount() > 0,
+      "No accel device is available (the ",
+      runtime().name(),
+      " runtime found none; see TORCH_ACCEL_RUNTIME and TORCH_ACCEL_HOST_DEVICES)");
+}
+
+void checkDeviceIndex(c10::DeviceIndex index) {
+  checkDeviceAvailable();
+  const auto count = runtime().deviceCount();
+  TORCH_CHECK(
+      index >= 0 && index < count,
+      "Invalid accel device index ",
+      static_cast<int>(index),
+      ": there ",
+      count == 1 ? "is 1 accel device" : "are " + std::to_string(count) + " accel devices",
+      " (",
+      runtime().name(),
+      " runtime)");
+}
+
+c10::Device targetDevice(c10::DeviceIndex index) {
+  const auto type = runtime().targetType();
+  // CPU is a single device and takes no index.
+  return type == c10::DeviceType::CPU ? c10::Device(type) : c10::Device(type, index);
+}
+
+} // namespace torch_accel

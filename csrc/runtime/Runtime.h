@@ -1,0 +1,93 @@
+#pragma once
+
+// The runtime interface: everything torch_accel needs from the machine that
+// backs accel devices. Two implementations exist, chosen once per process:
+//
+//   CudaRuntime  (csrc/runtime/cuda)  accel:N is cuda:N; streams and events are
+//                                     CUDA's own, memory is CUDA's caching allocator.
+//   HostRuntime  (csrc/runtime/host)  accel:N is an accelrt device over host memory.
+//
+// A Runtime is a DeviceGuardImplInterface whose devices and streams are accel
+// (PrivateUse1) devices and streams: c10 already documents that contract
+// precisely, so the runtimes implement it instead of a look-alike. The guard
+// registered for PrivateUse1 (AccelGuardImpl) forwards to the selected
+// runtime after validating arguments. Code above this interface never asks
+// which runtime is running; it asks the runtime for what it needs (for
+// example targetType(), the device type whose kernels run accel's work).
+
+#include <c10/core/Allocator.h>
+#include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/Device.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+namespace torch_accel {
+
+// What torch.accel.get_device_properties reports, whichever runtime runs.
+struct DeviceProperties {
+  std::string name;
+  uint64_t total_memory = 0;
+  int major = 0;
+  int minor = 0;
+  int multi_processor_count = 0;
+  int warp_size = 0;
+  int max_threads_per_block = 0;
+  int max_threads_per_multi_processor = 0;
+  int regs_per_multiprocessor = 0;
+  uint64_t shared_memory_per_block = 0;
+  uint64_t shared_memory_per_multiprocessor = 0;
+  uint64_t l2_cache_size = 0;
+  std::string uuid;
+};
+
+class Runtime : public c10::impl::DeviceGuardImplInterface {
+public:
+  c10::DeviceType type() const final {
+    return c10::DeviceType::PrivateUse1;
+  }
+
+  // "cuda" or "host": reported to users, never branched on.
+  virtual const char* name() const noexcept = 0;
+
+  // The device type whose kernels, tensors and generators stand in for accel's.
+  virtual c10::DeviceType targetType() const noexcept = 0;
+
+  // One-time heavy initialisation (contexts, allocators). Called through the
+  // PrivateUse1 hooks' init(), hence exactly once; deviceCount() and the
+  // cheap queries work before it.
+  virtual void init() const = 0;
+
+  // Whether accel work has already touched `device` (it owns a context).
+  virtual bool hasPrimaryContext(c10::DeviceIndex device) const = 0;
+
+  virtual DeviceProperties getDeviceProperties(c10::DeviceIndex device) const = 0;
+
+  // The accel device whose memory holds `ptr`; throws for foreign memory.
+  virtual c10::Device getDeviceFromPtr(const void* ptr) const = 0;
+
+  // Range of stream priorities, as (lowest priority, highest priority), with
+  // CUDA's convention that a smaller number is a higher priority.
+  virtual std::pair<int, int> streamPriorityRange() const = 0;
+
+  // Allocates accel memory on the current accel device; its DataPtrs carry
+  // accel devices and are freed by the runtime.
+  virtual c10::DeviceAllocator* allocator() const = 0;
+};
+
+// The runtime of this process, selected on first call from TORCH_ACCEL_RUNTIME
+// (auto, cuda, host) and the machine. Selecting is cheap and never creates a
+// device context; Runtime::init() does the heavy part.
+const Runtime& runtime();
+
+// Throw a clear RuntimeError when no accel device exists / when `index`
+// names no existing accel device.
+void checkDeviceAvailable();
+void checkDeviceIndex(c10::DeviceIndex index);
+
+// The target device that stands in for accel:`index`.
+c10::Device targetDevice(c10::DeviceIndex index);
+
+} // namespace torch_accel

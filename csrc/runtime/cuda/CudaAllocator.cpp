@@ -1,0 +1,72 @@
+// accel memory on the CUDA runtime is CUDA's caching allocator's memory.
+//
+// Allocations keep CUDA's deleter, so frees, record_stream, empty_cache and
+// the memory statistics are exactly CUDA's; only the device recorded in the
+// DataPtr changes from cuda:N to accel:N.
+
+#include <csrc/runtime/cuda/CudaAllocator.h>
+
+#include <c10/cuda/CUDACachingAllocator.h>
+
+namespace torch_accel {
+namespace {
+
+class CudaAllocator final : public c10::DeviceAllocator {
+public:
+  c10::DataPtr allocate(size_t nbytes) override {
+    c10::DataPtr data_ptr = cuda()->allocate(nbytes);
+    data_ptr.unsafe_set_device(c10::Device(c10::DeviceType::PrivateUse1, data_ptr.device().index()));
+    return data_ptr;
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override {
+    return cuda()->raw_deleter();
+  }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    cuda()->copy_data(dest, src, count);
+  }
+
+  bool initialized() override {
+    return cuda()->initialized();
+  }
+
+  void emptyCache(c10::MempoolId_t mempool_id) override {
+    cuda()->emptyCache(mempool_id);
+  }
+
+  void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override {
+    cuda()->recordStream(
+        ptr, c10::Stream(c10::Stream::UNSAFE, c10::Device(c10::DeviceType::CUDA, stream.device_index()), stream.id()));
+  }
+
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    return cuda()->getDeviceStats(device);
+  }
+
+  void resetAccumulatedStats(c10::DeviceIndex device) override {
+    cuda()->resetAccumulatedStats(device);
+  }
+
+  void resetPeakStats(c10::DeviceIndex device) override {
+    cuda()->resetPeakStats(device);
+  }
+
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    return cuda()->getMemoryInfo(device);
+  }
+
+private:
+  static c10::cuda::CUDACachingAllocator::CUDAAllocator* cuda() {
+    return c10::cuda::CUDACachingAllocator::get();
+  }
+};
+
+} // namespace
+
+c10::DeviceAllocator* cudaAllocator() {
+  static CudaAllocator instance;
+  return &instance;
+}
+
+} // namespace torch_accel

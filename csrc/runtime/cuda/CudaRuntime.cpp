@@ -1,0 +1,237 @@
+// The CUDA runtime: accel:N is cuda:N.
+//
+// Every device, stream and event operation is CUDA's own (c10::cuda's guard
+// implementation); this file only translates between accel and CUDA names for
+// the same objects. An accel stream id IS a CUDA stream id, so the current
+// accel stream is the current CUDA stream and CUDA kernels launched for accel
+// tensors run on it. Events are CUDA events.
+
+#include <csrc/runtime/Runtime.h>
+#include <csrc/runtime/cuda/CudaAllocator.h>
+
+#include <ATen/Context.h>
+#include <ATen/cuda/CUDAContextLight.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/impl/CUDAGuardImpl.h>
+
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+
+namespace torch_accel {
+
+c10::DeviceIndex cudaDeviceCount() noexcept {
+  return c10::cuda::device_count();
+}
+
+namespace {
+
+constexpr auto kAccel = c10::DeviceType::PrivateUse1;
+constexpr auto kCuda = c10::DeviceType::CUDA;
+
+c10::Device toCuda(c10::Device device) {
+  return c10::Device(kCuda, device.index());
+}
+
+c10::Device toAccel(c10::Device device) {
+  return c10::Device(kAccel, device.index());
+}
+
+c10::Stream toCuda(const c10::Stream& stream) {
+  return c10::Stream(c10::Stream::UNSAFE, toCuda(stream.device()), stream.id());
+}
+
+c10::Stream toAccel(const c10::Stream& stream) {
+  return c10::Stream(c10::Stream::UNSAFE, toAccel(stream.device()), stream.id());
+}
+
+class CudaRuntime final : public Runtime {
+public:
+  const char* name() const noexcept override {
+    return "cuda";
+  }
+
+  c10::DeviceType targetType() const noexcept override {
+    return kCuda;
+  }
+
+  void init() const override {
+    // Sets up CUDA's caching allocator, generators and the device state that
+    // torch.cuda would; idempotent, so torch.cuda may initialise first.
+    at::globalContext().lazyInitDevice(kCuda);
+  }
+
+  c10::Device exchangeDevice(c10::Device device) const override {
+    return toAccel(cuda_.exchangeDevice(toCuda(device)));
+  }
+
+  c10::Device getDevice() const override {
+    return toAccel(cuda_.getDevice());
+  }
+
+  void setDevice(c10::Device device) const override {
+    cuda_.setDevice(toCuda(device));
+  }
+
+  void uncheckedSetDevice(c10::Device device) const noexcept override {
+    cuda_.uncheckedSetDevice(toCuda(device));
+  }
+
+  c10::Stream getStream(c10::Device device) const override {
+    return toAccel(cuda_.getStream(toCuda(device)));
+  }
+
+  c10::Stream getDefaultStream(c10::Device device) const override {
+    return toAccel(cuda_.getDefaultStream(toCuda(device)));
+  }
+
+  c10::Stream getNewStream(c10::Device device, int priority) const override {
+    return toAccel(cuda_.getNewStream(toCuda(device), priority));
+  }
+
+  c10::Stream getStreamFromGlobalPool(c10::Device device, bool isHighPriority) const override {
+    return toAccel(cuda_.getStreamFromGlobalPool(toCuda(device), isHighPriority));
+  }
+
+  c10::Stream exchangeStream(c10::Stream stream) const override {
+    return toAccel(cuda_.exchangeStream(toCuda(stream)));
+  }
+
+  void* getStreamNativeHandle(const c10::Stream stream) const override {
+    return cuda_.getStreamNativeHandle(toCuda(stream));
+  }
+
+  c10::DeviceIndex deviceCount() const noexcept override {
+    return c10::cuda::device_count();
+  }
+
+  c10::DeviceCapability getDeviceCapability(c10::Device device) const override {
+    // CUDA's kernels handle every scalar type; bfloat16 is native (rather
+    // than emulated) from compute capability 8.0 on, as torch.cuda reports.
+    c10::DeviceCapability capability;
+    capability.capability_data.supported_scalar_types.has_BFloat16 =
+        at::cuda::getDeviceProperties(device.index())->major >= 8;
+    return capability;
+  }
+
+  void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index, const c10::EventFlag flag)
+      const override {
+    cuda_.record(event, toCuda(stream), device_index, flag);
+  }
+
+  void block(void* event, const c10::Stream& stream) const override {
+    cuda_.block(event, toCuda(stream));
+  }
+
+  bool queryEvent(void* event) const override {
+    return cuda_.queryEvent(event);
+  }
+
+  void destroyEvent(void* event, const c10::DeviceIndex device_index) const noexcept override {
+    cuda_.destroyEvent(event, device_index);
+  }
+
+  bool queryStream(const c10::Stream& stream) const override {
+    return cuda_.queryStream(toCuda(stream));
+  }
+
+  void synchronizeStream(const c10::Stream& stream) const override {
+    cuda_.synchronizeStream(toCuda(stream));
+  }
+
+  void synchronizeEvent(void* event) const override {
+    cuda_.synchronizeEvent(event);
+  }
+
+  void synchronizeDevice(const c10::DeviceIndex device_index) const override {
+    cuda_.synchronizeDevice(device_index);
+  }
+
+  void recordDataPtrOnStream(const c10::DataPtr& data_ptr, const c10::Stream& stream) const override {
+    cuda_.recordDataPtrOnStream(data_ptr, toCuda(stream));
+  }
+
+  double elapsedTime(void* start, void* end, const c10::DeviceIndex device_index) const override {
+    return cuda_.elapsedTime(start, end, device_index);
+  }
+
+  bool hasPrimaryContext(c10::DeviceIndex device) const override {
+    return c10::cuda::hasPrimaryContext(device);
+  }
+
+  DeviceProperties getDeviceProperties(c10::DeviceIndex device) const override {
+    const cudaDeviceProp* prop = at::cuda::getDeviceProperties(device);
+    DeviceProperties out;
+    out.name = prop->name;
+    out.total_memory = prop->totalGlobalMem;
+    out.major = prop->major;
+    out.minor = prop->minor;
+    out.multi_processor_count = prop->multiProcessorCount;
+    out.warp_size = prop->warpSize;
+    out.max_threads_per_block = prop->maxThreadsPerBlock;
+    out.max_threads_per_multi_processor = prop->maxThreadsPerMultiProcessor;
+    out.regs_per_multiprocessor = prop->regsPerMultiprocessor;
+    out.shared_memory_per_block = prop->sharedMemPerBlock;
+    out.shared_memory_per_multiprocessor = prop->sharedMemPerMultiprocessor;
+    out.l2_cache_size = prop->l2CacheSize;
+    char uuid[37];
+    const auto* b = reinterpret_cast<const unsigned char*>(prop->uuid.bytes);
+    std::snprintf(
+        uuid,
+        sizeof(uuid),
+        "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+        b[0],
+        b[1],
+        b[2],
+        b[3],
+        b[4],
+        b[5],
+        b[6],
+        b[7],
+        b[8],
+        b[9],
+        b[10],
+        b[11],
+        b[12],
+        b[13],
+        b[14],
+        b[15]);
+    out.uuid = uuid;
+    return out;
+  }
+
+  c10::Device getDeviceFromPtr(const void* ptr) const override {
+    cudaPointerAttributes attributes{};
+    C10_CUDA_CHECK(cudaPointerGetAttributes(&attributes, ptr));
+    TORCH_CHECK(
+        attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged,
+        "The pointer ",
+        ptr,
+        " does not point to accel (CUDA device) memory");
+    return c10::Device(kAccel, static_cast<c10::DeviceIndex>(attributes.device));
+  }
+
+  std::pair<int, int> streamPriorityRange() const override {
+    int least = 0;
+    int greatest = 0;
+    C10_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    return {least, greatest};
+  }
+
+  c10::DeviceAllocator* allocator() const override {
+    return cudaAllocator();
+  }
+
+private:
+  c10::cuda::impl::CUDAGuardImpl cuda_;
+};
+
+} // namespace
+
+const Runtime& cudaRuntime() {
+  static const CudaRuntime instance;
+  return instance;
+}
+
+} // namespace torch_accel

@@ -1,0 +1,346 @@
+// The host runtime: accel devices are accelrt's emulated devices.
+//
+// Streams follow c10::cuda's scheme so the two runtimes behave alike: id 0 is
+// a device's default stream; other ids name streams of a lazily created
+// per-device pool (kPoolSize low-priority, kPoolSize high-priority streams,
+// handed out round-robin). The current stream is per thread and per device.
+// Events are accelrt events. accelrt completes work before returning, so
+// queries report completion and waits return at once, exactly as they would
+// on CUDA for work that has finished.
+
+#include <csrc/runtime/Runtime.h>
+#include <csrc/runtime/host/AccelrtCheck.h>
+#include <csrc/runtime/host/HostAllocator.h>
+
+#include <array>
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+
+namespace torch_accel {
+namespace {
+
+constexpr auto kAccel = c10::DeviceType::PrivateUse1;
+constexpr int kMaxDevices = 64; // accelrt's own limit
+constexpr int kPoolSize = 32;
+constexpr int kPriorityClasses = 2; // 0: low (default) priority, 1: high
+
+// Host device count: TORCH_ACCEL_HOST_DEVICES, default 2. Read once, when the
+// host runtime is selected; a malformed value is reported, never guessed.
+int configuredDeviceCount() {
+  const char* env = std::getenv("TORCH_ACCEL_HOST_DEVICES");
+  if (env == nullptr || *env == '\0') {
+    return 2;
+  }
+  char* end = nullptr;
+  const long value = std::strtol(env, &end, 10);
+  TORCH_CHECK_VALUE(
+      *end == '\0' && value >= 0 && value <= kMaxDevices,
+      "TORCH_ACCEL_HOST_DEVICES must be an integer between 0 and ",
+      kMaxDevices,
+      ", got '",
+      env,
+      "'");
+  return static_cast<int>(value);
+}
+
+// Runs `fn` with `device` current for accelrt calls that act on the current
+// device, restoring the caller's device afterwards (also on exceptions).
+template <typename Fn> auto onDevice(c10::DeviceIndex device, Fn&& fn) {
+  int previous = 0;
+  TORCH_ACCEL_ACCELRT_CHECK(accelrtGetDevice(&previous));
+  if (previous == device) {
+    return fn();
+  }
+  TORCH_ACCEL_ACCELRT_CHECK(accelrtSetDevice(device));
+  struct Restore {
+    int device;
+    ~Restore() {
+      accelrtSetDevice(device);
+    }
+  } restore{previous};
+  return fn();
+}
+
+struct StreamPool {
+  std::once_flag created;
+  std::array<std::array<accelrtStream_t, kPoolSize>, kPriorityClasses> streams{};
+  std::array<std::atomic<uint32_t>, kPriorityClasses> next{};
+};
+
+// Per-thread current stream id of each device; 0 (default stream) initially.
+thread_local std::array<c10::StreamId, kMaxDevices> current_stream_ids{};
+
+class HostRuntime final : public Runtime {
+public:
+  HostRuntime() {
+    const int count = configuredDeviceCount();
+    // accelrt fixes its device count at first use. Another user of accelrt in
+    // this process may have fixed it first; then its count stands.
+    const accelrtError_t err = accelrtSetDeviceCount(count);
+    TORCH_CHECK(
+        err == accelrtSuccess || err == accelrtErrorAlreadyInitialized,
+        "accel (host runtime): cannot configure ",
+        count,
+        " devices: ",
+        accelrtGetErrorString(err));
+    int actual = 0;
+    accelrtGetDeviceCount(&actual);
+    device_count_ = static_cast<c10::DeviceIndex>(actual);
+  }
+
+  const char* name() const noexcept override {
+    return "host";
+  }
+
+  c10::DeviceType targetType() const noexcept override {
+    return c10::DeviceType::CPU;
+  }
+
+  void init() const override {}
+
+  c10::Device exchangeDevice(c10::Device device) const override {
+    const auto previous = getDevice();
+    if (previous.index() != device.index()) {
+      setDevice(device);
+    }
+    return previous;
+  }
+
+  c10::Device getDevice() const override {
+    int device = 0;
+    TORCH_ACCEL_ACCELRT_CHECK(accelrtGetDevice(&device));
+    return c10::Device(kAccel, static_cast<c10::DeviceIndex>(device));
+  }
+
+  void setDevice(c10::Device device) const override {
+    TORCH_ACCEL_ACCELRT_CHECK(accelrtSetDevice(device.index()));
+  }
+
+  void uncheckedSetDevice(c10::Device device) const noexcept override {
+    accelrtSetDevice(device.index());
+  }
+
+  c10::Stream getStream(c10::Device device) const override {
+    return stream(device.index(), current_stream_ids[device.index()]);
+  }
+
+  c10::Stream getDefaultStream(c10::Device device) const override {
+    return stream(device.index(), 0);
+  }
+
+  c10::Stream getNewStream(c10::Device device, int priority) const override {
+    // As CUDA: a negative priority asks for a high-priority stream.
+    return poolStream(device.index(), priority < 0 ? 1 : 0);
+  }
+
+  c10::Stream getStreamFromGlobalPool(c10::Device device, bool isHighPriority) const override {
+    return poolStream(device.index(), isHighPriority ? 1 : 0);
+  }
+
+  c10::Stream exchangeStream(c10::Stream stream) const override {
+    handle(stream); // rejects ids that name no stream
+    auto& slot = current_stream_ids[stream.device_index()];
+    const auto previous = this->stream(stream.device_index(), slot);
+    slot = stream.id();
+    return previous;
+  }
+
+  void* getStreamNativeHandle(const c10::Stream stream) const override {
+    return handle(stream);
+  }
+
+  c10::DeviceIndex deviceCount() const noexcept override {
+    return device_count_;
+  }
+
+  c10::DeviceCapability getDeviceCapability(c10::Device /*device*/) const override {
+    // Host kernels are PyTorch's CPU kernels: every scalar type.
+    return c10::DeviceCapability();
+  }
+
+  void
+  record(void** event, const c10::Stream& stream, const c10::DeviceIndex /*device_index*/, const c10::EventFlag flag)
+      const override {
+    onDevice(stream.device_index(), [&] {
+      if (*event == nullptr) {
+        accelrtEvent_t created = nullptr;
+        const unsigned flags =
+            flag == c10::EventFlag::BACKEND_DEFAULT ? accelrtEventDefault : accelrtEventDisableTiming;
+        TORCH_ACCEL_ACCELRT_CHECK(accelrtEventCreateWithFlags(&created, flags));
+        *event = created;
+      }
+      TORCH_ACCEL_ACCELRT_CHECK(accelrtEventRecord(static_cast<accelrtEvent_t>(*event), handle(stream)));
+      return 0;
+    });
+  }
+
+  void block(void* event, const c10::Stream& stream) const override {
+    if (event == nullptr) {
+      return;
+    }
+    onDevice(stream.device_index(), [&] {
+      TORCH_ACCEL_ACCELRT_CHECK(accelrtStreamWaitEvent(handle(stream), static_cast<accelrtEvent_t>(event), 0));
+      return 0;
+    });
+  }
+
+  bool queryEvent(void* event) const override {
+    if (event == nullptr) {
+      return true;
+    }
+    const accelrtError_t err = accelrtEventQuery(static_cast<accelrtEvent_t>(event));
+    if (err == accelrtErrorNotReady) {
+      return false;
+    }
+    TORCH_ACCEL_ACCELRT_CHECK(err);
+    return true;
+  }
+
+  void destroyEvent(void* event, const c10::DeviceIndex /*device_index*/) const noexcept override {
+    if (event != nullptr) {
+      accelrtEventDestroy(static_cast<accelrtEvent_t>(event));
+    }
+  }
+
+  bool queryStream(const c10::Stream& stream) const override {
+    return onDevice(stream.device_index(), [&] {
+      const accelrtError_t err = accelrtStreamQuery(handle(stream));
+      if (err == accelrtErrorNotReady) {
+        return false;
+      }
+      TORCH_ACCEL_ACCELRT_CHECK(err);
+      return true;
+    });
+  }
+
+  void synchronizeStream(const c10::Stream& stream) const override {
+    onDevice(stream.device_index(), [&] {
+      TORCH_ACCEL_ACCELRT_CHECK(accelrtStreamSynchronize(handle(stream)));
+      return 0;
+    });
+  }
+
+  void synchronizeEvent(void* event) const override {
+    if (event != nullptr) {
+      TORCH_ACCEL_ACCELRT_CHECK(accelrtEventSynchronize(static_cast<accelrtEvent_t>(event)));
+    }
+  }
+
+  void synchronizeDevice(const c10::DeviceIndex device_index) const override {
+    onDevice(device_index, [] {
+      TORCH_ACCEL_ACCELRT_CHECK(accelrtDeviceSynchronize());
+      return 0;
+    });
+  }
+
+  void recordDataPtrOnStream(const c10::DataPtr& data_ptr, const c10::Stream& stream) const override {
+    hostAllocator()->recordStream(data_ptr, stream);
+  }
+
+  double elapsedTime(void* start, void* end, const c10::DeviceIndex /*device_index*/) const override {
+    TORCH_CHECK(start && end, "Both events must be recorded before calculating elapsed time.");
+    float ms = 0;
+    TORCH_ACCEL_ACCELRT_CHECK(
+        accelrtEventElapsedTime(&ms, static_cast<accelrtEvent_t>(start), static_cast<accelrtEvent_t>(end)));
+    return static_cast<double>(ms);
+  }
+
+  bool hasPrimaryContext(c10::DeviceIndex /*device*/) const override {
+    // accelrt devices have no contexts to create: each is always ready.
+    return true;
+  }
+
+  DeviceProperties getDeviceProperties(c10::DeviceIndex device) const override {
+    accelrtDeviceProp prop{};
+    TORCH_ACCEL_ACCELRT_CHECK(accelrtGetDeviceProperties(&prop, device));
+    DeviceProperties out;
+    out.name = prop.name;
+    out.total_memory = prop.totalGlobalMem;
+    out.major = prop.major;
+    out.minor = prop.minor;
+    out.multi_processor_count = prop.multiProcessorCount;
+    out.warp_size = prop.warpSize;
+    out.max_threads_per_block = static_cast<int>(prop.maxThreadsPerBlock);
+    out.max_threads_per_multi_processor = static_cast<int>(prop.maxThreadsPerBlock);
+    return out;
+  }
+
+  c10::Device getDeviceFromPtr(const void* ptr) const override {
+    accelrtPointerAttributes attributes{};
+    TORCH_ACCEL_ACCELRT_CHECK(accelrtPointerGetAttributes(&attributes, ptr));
+    TORCH_CHECK(
+        attributes.type == accelrtMemoryTypeDevice,
+        "The pointer ",
+        ptr,
+        " does not point to accel (host runtime) device memory");
+    return c10::Device(kAccel, static_cast<c10::DeviceIndex>(attributes.device));
+  }
+
+  std::pair<int, int> streamPriorityRange() const override {
+    int least = 0;
+    int greatest = 0;
+    TORCH_ACCEL_ACCELRT_CHECK(accelrtDeviceGetStreamPriorityRange(&least, &greatest));
+    return {least, greatest};
+  }
+
+  c10::DeviceAllocator* allocator() const override {
+    return hostAllocator();
+  }
+
+private:
+  static c10::Stream stream(c10::DeviceIndex device, c10::StreamId id) {
+    return c10::Stream(c10::Stream::UNSAFE, c10::Device(kAccel, device), id);
+  }
+
+  // The device's stream pool, created on first use.
+  StreamPool& pool(c10::DeviceIndex device) const {
+    StreamPool& pool = pools_[device];
+    std::call_once(pool.created, [&] {
+      const auto [least, greatest] = streamPriorityRange();
+      onDevice(device, [&] {
+        for (int cls = 0; cls < kPriorityClasses; ++cls) {
+          for (auto& s : pool.streams[cls]) {
+            TORCH_ACCEL_ACCELRT_CHECK(accelrtStreamCreateWithPriority(&s, 0, cls == 0 ? least : greatest));
+          }
+        }
+        return 0;
+      });
+    });
+    return pool;
+  }
+
+  // Pool stream ids: 1 + priority_class * kPoolSize + slot.
+  c10::Stream poolStream(c10::DeviceIndex device, int priority_class) const {
+    const uint32_t slot = pool(device).next[priority_class]++ % kPoolSize;
+    return stream(device, 1 + priority_class * kPoolSize + static_cast<c10::StreamId>(slot));
+  }
+
+  accelrtStream_t handle(const c10::Stream& stream) const {
+    const c10::StreamId id = stream.id();
+    if (id == 0) {
+      return nullptr; // accelrt's default stream of the current device
+    }
+    TORCH_CHECK(
+        id > 0 && id <= kPriorityClasses * kPoolSize,
+        "Invalid accel stream id ",
+        id,
+        " on accel:",
+        static_cast<int>(stream.device_index()));
+    const auto index = id - 1;
+    return pool(stream.device_index()).streams[index / kPoolSize][index % kPoolSize];
+  }
+
+  c10::DeviceIndex device_count_ = 0;
+  mutable std::array<StreamPool, kMaxDevices> pools_;
+};
+
+} // namespace
+
+const Runtime& hostRuntime() {
+  static const HostRuntime instance;
+  return instance;
+}
+
+} // namespace torch_accel
