@@ -1,0 +1,33 @@
+// Copies between accel and any other device, and between accel devices.
+//
+// Accel tensors are seen as target tensors over the same memory and the
+// target's own copy_ does the work: dtype conversion, broadcasting,
+// non-contiguous layouts, pinned-memory and non_blocking semantics, peer
+// copies between devices and stream ordering (on the current stream, which
+// on the CUDA runtime is the current accel stream) are all the target's.
+
+#include <csrc/aten/TargetTensor.h>
+
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+namespace torch_accel {
+namespace {
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  toTargetIfAccel(dst).copy_(toTargetIfAccel(self), non_blocking);
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  dst.resize_(self.sizes());
+  return copy_from(self, dst, /*non_blocking=*/false);
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_copy_from", TORCH_FN(copy_from));
+  m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+}
+
+} // namespace
+} // namespace torch_accel

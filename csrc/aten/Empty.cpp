@@ -1,0 +1,71 @@
+// Factory kernels: every accel tensor's memory is born here.
+
+#include <csrc/runtime/Runtime.h>
+
+#include <ATen/Context.h>
+#include <ATen/EmptyTensor.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+namespace torch_accel {
+namespace {
+
+constexpr auto kAccel = c10::DeviceType::PrivateUse1;
+
+// Checks what every accel factory needs and makes `device` current for the
+// allocation (a factory without an index allocates on the current device).
+c10::Device
+prepareFactory(std::optional<at::Device> device, std::optional<at::Layout> layout, std::optional<bool> pin_memory) {
+  const c10::Device target = device.value_or(c10::Device(kAccel));
+  TORCH_INTERNAL_ASSERT(target.type() == kAccel);
+  TORCH_CHECK(
+      layout.value_or(at::kStrided) == at::kStrided,
+      "accel tensors must be strided, but layout ",
+      *layout,
+      " was requested");
+  TORCH_CHECK(!pin_memory.value_or(false), "Only dense CPU tensors can be pinned, not accel tensors");
+  at::globalContext().lazyInitDevice(kAccel);
+  return target;
+}
+
+at::Tensor empty_memory_format(
+    at::IntArrayRef size,
+    std::optional<at::ScalarType> dtype,
+    std::optional<at::Layout> layout,
+    std::optional<at::Device> device,
+    std::optional<bool> pin_memory,
+    std::optional<at::MemoryFormat> memory_format) {
+  const c10::Device target = prepareFactory(device, layout, pin_memory);
+  c10::DeviceGuard guard(target);
+  return at::detail::empty_generic(
+      size,
+      c10::GetAllocator(kAccel),
+      c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+      c10::dtype_or_default(dtype),
+      memory_format);
+}
+
+at::Tensor empty_strided(
+    at::IntArrayRef size,
+    at::IntArrayRef stride,
+    std::optional<at::ScalarType> dtype,
+    std::optional<at::Layout> layout,
+    std::optional<at::Device> device,
+    std::optional<bool> pin_memory) {
+  const c10::Device target = prepareFactory(device, layout, pin_memory);
+  c10::DeviceGuard guard(target);
+  return at::detail::empty_strided_generic(
+      size,
+      stride,
+      c10::GetAllocator(kAccel),
+      c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+      c10::dtype_or_default(dtype));
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
+  m.impl("empty_strided", TORCH_FN(empty_strided));
+}
+
+} // namespace
+} // namespace torch_accel

@@ -1,0 +1,20 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+namespace torch_accel {
+
+// A new tensor of the target device type (cuda or cpu) over the same memory as
+// the accel tensor `accel`: same storage bytes, sizes, strides, offset and
+// dtype, no autograd keys. It does not own the memory: it must not outlive
+// `accel`'s storage. `accel` itself is never modified, so its views stay
+// accel tensors.
+at::Tensor toTarget(const at::Tensor& accel);
+
+// toTarget for accel tensors; any other tensor is returned as it is.
+at::Tensor toTargetIfAccel(const at::Tensor& tensor);
+
+// A 1-D uint8 target tensor over `nbytes` of accel:`device` memory at `data`.
+at::Tensor targetBytes(void* data, size_t nbytes, c10::DeviceIndex device);
+
+} // namespace torch_accel
