@@ -1,0 +1,159 @@
+// torch_accel._C: the Python-facing entry points of the runtime. The Python
+// package (torch_accel/) builds torch.accel's API on these; streams and events
+// themselves are PyTorch's generic torch.Stream / torch.Event, which reach the
+// runtime through the PrivateUse1 device guard.
+
+#include <csrc/runtime/Runtime.h>
+
+#include <ATen/Context.h>
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/csrc/Event.h>
+#include <torch/csrc/utils/device_lazy_init.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace torch_accel {
+namespace {
+
+namespace py = pybind11;
+
+constexpr auto kAccel = c10::DeviceType::PrivateUse1;
+
+const c10::impl::DeviceGuardImplInterface& guard() {
+  return *c10::impl::getDeviceGuardImpl(kAccel);
+}
+
+// An explicit index from Python: -1 would mean "current device" to c10, so
+// it is checked before it becomes a Device.
+c10::Device accelDevice(c10::DeviceIndex index) {
+  checkDeviceIndex(index);
+  return c10::Device(kAccel, index);
+}
+
+// Streams cross into Python as (stream_id, device_index, device_type), the
+// packing torch.Stream's constructor accepts.
+std::tuple<int64_t, int64_t, int64_t> pack(const c10::Stream& stream) {
+  return {stream.id(), stream.device_index(), static_cast<int64_t>(stream.device_type())};
+}
+
+c10::Stream unpack(int64_t stream_id, int64_t device_index, int64_t device_type) {
+  TORCH_CHECK(
+      device_type == static_cast<int64_t>(kAccel),
+      "Expected an accel stream, got a stream of device type ",
+      c10::DeviceTypeName(static_cast<c10::DeviceType>(device_type)));
+  return c10::Stream::unpack3(stream_id, static_cast<c10::DeviceIndex>(device_index), kAccel);
+}
+
+py::dict toDict(const DeviceProperties& p) {
+  py::dict out;
+  out["name"] = p.name;
+  out["total_memory"] = p.total_memory;
+  out["major"] = p.major;
+  out["minor"] = p.minor;
+  out["multi_processor_count"] = p.multi_processor_count;
+  out["warp_size"] = p.warp_size;
+  out["max_threads_per_block"] = p.max_threads_per_block;
+  out["max_threads_per_multi_processor"] = p.max_threads_per_multi_processor;
+  out["regs_per_multiprocessor"] = p.regs_per_multiprocessor;
+  out["shared_memory_per_block"] = p.shared_memory_per_block;
+  out["shared_memory_per_multiprocessor"] = p.shared_memory_per_multiprocessor;
+  out["L2_cache_size"] = p.l2_cache_size;
+  out["uuid"] = p.uuid;
+  return out;
+}
+
+} // namespace
+} // namespace torch_accel
+
+PYBIND11_MODULE(_C, m) {
+  using namespace torch_accel;
+  m.doc() = "Native core of torch_accel: the accel runtime, device guard, allocator and kernels";
+
+  // Runtime selection and initialisation.
+  m.def("_runtime_name", [] { return std::string(runtime().name()); });
+  m.def("_target_device_type", [] { return c10::DeviceTypeName(runtime().targetType(), /*lower_case=*/true); });
+  m.def("_init", [] {
+    TORCH_CHECK(
+        !torch::utils::is_device_in_bad_fork(kAccel),
+        "Cannot re-initialize accel in forked subprocess. To use accel with multiprocessing, "
+        "you must use the 'spawn' start method");
+    checkDeviceAvailable();
+    at::globalContext().lazyInitDevice(kAccel);
+    // A child forked after this point finds accel poisoned and, on its next
+    // accel factory call, goes through torch.accel._lazy_init again (and fails).
+    torch::utils::register_fork_handler_for_device_init(kAccel);
+  });
+  m.def("_is_in_bad_fork", [] { return torch::utils::is_device_in_bad_fork(kAccel); });
+
+  // Devices.
+  m.def("_device_count", [] { return guard().deviceCount(); });
+  m.def("_get_device", [] { return guard().getDevice().index(); });
+  m.def("_set_device", [](c10::DeviceIndex device) { guard().setDevice(accelDevice(device)); });
+  m.def(
+      "_exchange_device", [](c10::DeviceIndex device) { return guard().exchangeDevice(accelDevice(device)).index(); });
+  m.def("_maybe_exchange_device", [](c10::DeviceIndex device) {
+    return at::detail::getPrivateUse1Hooks().maybeExchangeDevice(accelDevice(device).index());
+  });
+  m.def("_synchronize", [](c10::DeviceIndex device) {
+    accelDevice(device);
+    py::gil_scoped_release no_gil;
+    guard().synchronizeDevice(device);
+  });
+  m.def("_has_primary_context", [](c10::DeviceIndex device) {
+    accelDevice(device);
+    return runtime().hasPrimaryContext(device);
+  });
+  m.def("_get_device_properties", [](c10::DeviceIndex device) {
+    accelDevice(device);
+    return toDict(runtime().getDeviceProperties(device));
+  });
+  m.def("_supported_dtypes", [](c10::DeviceIndex device) {
+    // The scalar types the device's kernels support natively, by name.
+    const auto capability = guard().getDeviceCapability(accelDevice(device));
+    std::vector<std::string> names;
+#define TORCH_ACCEL_SUPPORTED(_, name)                                                                                 \
+  if (capability.capability_data.supported_scalar_types.has_##name) {                                                  \
+    names.emplace_back(#name);                                                                                         \
+  }
+    AT_FORALL_SCALAR_TYPES_WITH_COMPLEX_AND_QINTS(TORCH_ACCEL_SUPPORTED)
+#undef TORCH_ACCEL_SUPPORTED
+    return names;
+  });
+
+  // Streams.
+  m.def("_get_current_stream", [](c10::DeviceIndex device) { return pack(guard().getStream(accelDevice(device))); });
+  m.def("_get_default_stream", [](c10::DeviceIndex device) {
+    return pack(guard().getDefaultStream(accelDevice(device)));
+  });
+  m.def("_set_stream", [](int64_t stream_id, int64_t device_index, int64_t device_type) {
+    // As torch.cuda.set_stream: the stream becomes current on its device,
+    // and its device becomes the current device.
+    const c10::Stream stream = unpack(stream_id, device_index, device_type);
+    guard().exchangeStream(stream);
+    guard().setDevice(stream.device());
+  });
+  m.def("_exchange_stream", [](int64_t stream_id, int64_t device_index, int64_t device_type) {
+    return pack(guard().exchangeStream(unpack(stream_id, device_index, device_type)));
+  });
+  m.def("_get_raw_stream", [](c10::DeviceIndex device) {
+    return reinterpret_cast<intptr_t>(guard().getStreamNativeHandle(guard().getStream(accelDevice(device))));
+  });
+  m.def("_get_stream_handle", [](int64_t stream_id, int64_t device_index, int64_t device_type) {
+    return reinterpret_cast<intptr_t>(guard().getStreamNativeHandle(unpack(stream_id, device_index, device_type)));
+  });
+  // torch.Event.elapsed_time accepts only exact torch.Event instances as
+  // `other`; torch.accel.Event subclasses it (isinstance checks, torch.cuda's
+  // constructor signature), so it measures through here instead.
+  m.def("_event_elapsed_time", [](py::handle start, py::handle end) {
+    TORCH_CHECK_TYPE(
+        THPEvent_Check(start.ptr()) && THPEvent_Check(end.ptr()), "elapsed_time expects two torch.Event objects");
+    const auto& start_event = reinterpret_cast<THPEvent*>(start.ptr())->event;
+    const auto& end_event = reinterpret_cast<THPEvent*>(end.ptr())->event;
+    return start_event.elapsedTime(end_event);
+  });
+  m.def("_stream_priority_range", [] { return runtime().streamPriorityRange(); });
+}

@@ -1,0 +1,215 @@
+r"""torch_accel: PyTorch's PrivateUse1 device as ``accel``, backed by CUDA or a host runtime.
+
+Importing this package registers the ``accel`` device type with PyTorch and
+makes this module available as ``torch.accel``. Its API mirrors torch.cuda:
+the runtime initialises lazily, on the first call that needs a device.
+
+The runtime is chosen once per process from ``TORCH_ACCEL_RUNTIME``:
+``auto`` (the default: CUDA when a CUDA device is visible, else host),
+``cuda`` or ``host``. The host runtime has ``TORCH_ACCEL_HOST_DEVICES``
+devices (default 2).
+"""
+
+import dataclasses
+import sys
+from typing import Any
+
+import torch
+
+from . import _C
+from ._lazy import DeferredAccelCallError, _is_in_bad_fork, _lazy_call, _lazy_init, init, is_initialized
+from ._utils import DeviceLike, _get_device_index
+from .streams import (
+    Event,
+    Stream,
+    StreamContext,
+    _set_stream_by_id,
+    current_stream,
+    default_stream,
+    set_stream,
+    stream,
+)
+
+__all__ = [
+    "Event",
+    "Stream",
+    "StreamContext",
+    "current_device",
+    "current_stream",
+    "default_stream",
+    "device",
+    "device_count",
+    "device_of",
+    "get_device_capability",
+    "get_device_name",
+    "get_device_properties",
+    "init",
+    "is_available",
+    "is_bf16_supported",
+    "is_initialized",
+    "runtime",
+    "set_device",
+    "set_stream",
+    "stream",
+    "synchronize",
+]
+
+
+def is_available() -> bool:
+    r"""Return whether an accel device is available. Never raises, never initialises."""
+    return device_count() > 0
+
+
+def device_count() -> int:
+    r"""Return the number of accel devices. Never raises, never creates a device context."""
+    return _C._device_count()
+
+
+def runtime() -> str:
+    r"""Return the name of the runtime backing accel in this process: ``"cuda"`` or ``"host"``."""
+    return _C._runtime_name()
+
+
+def _target_device_type() -> str:
+    r"""The device type whose kernels run accel's work: ``"cuda"`` or ``"cpu"``."""
+    return _C._target_device_type()
+
+
+def current_device() -> int:
+    r"""Return the index of the currently selected accel device."""
+    _lazy_init()
+    return _C._get_device()
+
+
+def set_device(device: DeviceLike) -> None:
+    r"""Set the current accel device.
+
+    Prefer the ``device`` context manager, which restores the previous device.
+    Unlike torch.cuda.set_device, a negative index is an error, not a no-op.
+    """
+    index = _get_device_index(device)
+    _lazy_init()
+    _C._set_device(index)
+
+
+def _exchange_device(device: int) -> int:
+    r"""Make ``device`` current and return the previous device; a negative ``device`` does nothing and gives -1."""
+    if device < 0:
+        return -1
+    _lazy_init()
+    return _C._exchange_device(device)
+
+
+def _maybe_exchange_device(device: int) -> int:
+    r"""Like _exchange_device, but never creates a context on ``device``."""
+    if device < 0:
+        return -1
+    _lazy_init()
+    return _C._maybe_exchange_device(device)
+
+
+class device:
+    r"""Context manager that changes the selected accel device.
+
+    Args:
+        device (torch.device, str or int): device index to select. A negative
+            index or None makes it a no-op.
+    """
+
+    def __init__(self, device: Any) -> None:
+        self.idx = -1 if device is None else _get_device_index(device, optional=True)
+        self.prev_idx = -1
+
+    def __enter__(self) -> None:
+        self.prev_idx = _exchange_device(self.idx)
+
+    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
+        self.idx = _maybe_exchange_device(self.prev_idx)
+
+
+class device_of(device):
+    r"""Context manager that makes the device of ``obj`` current; a no-op for non-accel objects.
+
+    Args:
+        obj (Tensor or Storage): object allocated on the selected device.
+    """
+
+    def __init__(self, obj: Any) -> None:
+        super().__init__(obj.get_device() if obj.device.type == "accel" else -1)
+
+
+def synchronize(device: DeviceLike = None) -> None:
+    r"""Wait for all work on all streams of an accel device (the current one if None) to complete."""
+    _lazy_init()
+    _C._synchronize(_get_device_index(device, optional=True))
+
+
+@dataclasses.dataclass(frozen=True)
+class _AccelDeviceProperties:
+    r"""Properties of an accel device, as torch.cuda.get_device_properties reports them."""
+
+    name: str
+    total_memory: int
+    major: int
+    minor: int
+    multi_processor_count: int
+    warp_size: int
+    max_threads_per_block: int
+    max_threads_per_multi_processor: int
+    regs_per_multiprocessor: int
+    shared_memory_per_block: int
+    shared_memory_per_multiprocessor: int
+    L2_cache_size: int
+    uuid: str
+
+    def __repr__(self) -> str:
+        return (
+            f"_AccelDeviceProperties(name='{self.name}', major={self.major}, minor={self.minor}, "
+            f"total_memory={self.total_memory // (1024 * 1024)}MB, "
+            f"multi_processor_count={self.multi_processor_count})"
+        )
+
+
+def get_device_properties(device: DeviceLike = None) -> _AccelDeviceProperties:
+    r"""Return the properties of an accel device (the current one if None)."""
+    _lazy_init()
+    return _AccelDeviceProperties(**_C._get_device_properties(_get_device_index(device, optional=True)))
+
+
+def get_device_name(device: DeviceLike = None) -> str:
+    r"""Return the name of an accel device (the current one if None)."""
+    return get_device_properties(device).name
+
+
+def get_device_capability(device: DeviceLike = None) -> tuple[int, int]:
+    r"""Return the (major, minor) compute capability of an accel device (the current one if None)."""
+    props = get_device_properties(device)
+    return props.major, props.minor
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    r"""Return whether the current accel device supports bfloat16.
+
+    With ``including_emulation`` (the default, as torch.cuda), bfloat16 counts
+    as supported wherever it computes correctly, natively or emulated.
+    """
+    if not is_available():
+        return False
+    if including_emulation:
+        return True
+    return "BFloat16" in _C._supported_dtypes(current_device())
+
+
+def _register() -> None:
+    torch.utils.rename_privateuse1_backend("accel")
+    torch._register_device_module("accel", sys.modules[__name__])
+    torch.utils.generate_methods_for_privateuse1_backend(
+        for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
+    )
+    from ._dynamo_registration import register_when_dynamo_loads
+
+    register_when_dynamo_loads()
+
+
+_register()
+del _register

@@ -1,0 +1,164 @@
+"""accel streams and events: PyTorch's generic torch.Stream / torch.Event on accel.
+
+On the CUDA runtime they are CUDA streams and events (an accel stream id is a
+CUDA stream id); on the host runtime they are accelrt streams and events.
+"""
+
+from typing import Any, Optional
+
+import torch
+
+from . import _C
+from ._lazy import _lazy_init
+from ._utils import DeviceLike, _get_device_index
+
+
+class Stream(torch.Stream):
+    r"""Wrapper around an accel stream.
+
+    A stream is a linear sequence of execution on one device, independent of
+    other streams. See torch.cuda.Stream; the semantics are the same.
+
+    Args:
+        device (torch.device or int, optional): the device of the stream. The
+            current device if None (default).
+        priority (int, optional): priority of the stream, which can be positive,
+            0 (default) or negative. A lower number is a higher priority; values
+            outside the device's range map to the nearest valid priority.
+    """
+
+    def __new__(cls, device: DeviceLike = None, priority: int = 0, **kwargs: Any) -> "Stream":
+        _lazy_init()
+        # (stream_id, device_index, device_type) wrap an existing stream.
+        if kwargs.get("stream_id") is not None:
+            return super().__new__(cls, priority=priority, **kwargs)
+        index = _get_device_index(device, optional=True)
+        return super().__new__(cls, torch.device("accel", index), priority=priority)
+
+    def wait_event(self, event: "torch.Event") -> None:
+        r"""Make all future work submitted to this stream wait for ``event``."""
+        event.wait(self)
+
+    def wait_stream(self, stream: "torch.Stream") -> None:
+        r"""Make all future work submitted to this stream wait for all work now queued on ``stream``."""
+        self.wait_event(stream.record_event())
+
+    def record_event(self, event: Optional["torch.Event"] = None) -> "torch.Event":
+        r"""Record ``event`` (a new accel Event if None) on this stream and return it."""
+        if event is None:
+            event = Event()
+        event.record(self)
+        return event
+
+    @property
+    def accel_stream(self) -> int:
+        r"""The raw runtime handle of this stream (a cudaStream_t on the CUDA runtime)."""
+        return _C._get_stream_handle(self.stream_id, self.device_index, self.device_type)
+
+    def __repr__(self) -> str:
+        return f"<torch_accel.Stream device={self.device} stream_id={self.stream_id}>"
+
+
+class Event(torch.Event):
+    r"""Wrapper around an accel event: a synchronisation marker in a stream.
+
+    The event is created lazily, on the device of the stream it is first
+    recorded on. See torch.cuda.Event; the semantics are the same.
+
+    Args:
+        enable_timing (bool, optional): the event measures time (default False).
+        blocking (bool, optional): ``synchronize`` blocks rather than spins (default False).
+        interprocess (bool, optional): share between processes (default False).
+    """
+
+    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> "Event":
+        return super().__new__(
+            cls, device="accel", enable_timing=enable_timing, blocking=blocking, interprocess=interprocess
+        )
+
+    def elapsed_time(self, end_event: "torch.Event") -> float:
+        r"""Return the milliseconds between this event's and ``end_event``'s records.
+
+        Both events need ``enable_timing=True`` and must have completed.
+        """
+        return _C._event_elapsed_time(self, end_event)
+
+    def __repr__(self) -> str:
+        return f"<torch_accel.Event device={self.device} event_id={self.event_id}>"
+
+
+def current_stream(device: DeviceLike = None) -> Stream:
+    r"""Return the currently selected Stream for a given device (the current device if None)."""
+    _lazy_init()
+    stream_id, device_index, device_type = _C._get_current_stream(_get_device_index(device, optional=True))
+    return Stream(stream_id=stream_id, device_index=device_index, device_type=device_type)
+
+
+def default_stream(device: DeviceLike = None) -> Stream:
+    r"""Return the default Stream for a given device (the current device if None)."""
+    _lazy_init()
+    stream_id, device_index, device_type = _C._get_default_stream(_get_device_index(device, optional=True))
+    return Stream(stream_id=stream_id, device_index=device_index, device_type=device_type)
+
+
+def set_stream(stream: torch.Stream) -> None:
+    r"""Set the current stream; its device becomes the current device.
+
+    Prefer the ``stream`` context manager, which restores what it changes.
+    Unlike torch.cuda.set_stream, None is rejected rather than ignored.
+    """
+    if not isinstance(stream, torch.Stream):
+        raise TypeError(f"set_stream expects an accel stream (torch.Stream), but got {type(stream).__name__}")
+    _set_stream_by_id(stream.stream_id, stream.device_index, stream.device_type)
+
+
+def _set_stream_by_id(stream_id: int, device_index: int, device_type: int) -> None:
+    r"""Set the current stream from its packed (stream_id, device_index, device_type)."""
+    _lazy_init()
+    _C._set_stream(stream_id, device_index, device_type)
+
+
+class StreamContext:
+    r"""Context manager that selects a given stream.
+
+    All accel work queued within its context goes to the selected stream. On
+    exit, the previous current stream of the stream's device, the previous
+    current stream of the current device and the previous current device are
+    restored (also when the body raises). A None stream makes it a no-op.
+    """
+
+    cur_stream: Optional[torch.Stream]
+
+    def __init__(self, stream: Optional[torch.Stream]) -> None:
+        if stream is not None and not isinstance(stream, torch.Stream):
+            raise TypeError(f"StreamContext expects an accel stream or None, but got {type(stream).__name__}")
+        self.stream = stream
+        self.src_prev_stream: Optional[torch.Stream] = None
+        self.dst_prev_stream: Optional[torch.Stream] = None
+
+    def __enter__(self) -> None:
+        cur_stream = self.stream
+        if cur_stream is None:
+            return
+        self.src_prev_stream = current_stream(None)
+        # A stream on another device: remember that device's current stream too,
+        # since set_stream changes it.
+        if self.src_prev_stream.device != cur_stream.device:
+            self.dst_prev_stream = current_stream(cur_stream.device)
+        set_stream(cur_stream)
+
+    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
+        cur_stream = self.stream
+        if cur_stream is None:
+            return
+        if self.dst_prev_stream is not None:
+            set_stream(self.dst_prev_stream)
+        set_stream(self.src_prev_stream)  # also restores the current device
+
+
+def stream(stream: Optional[torch.Stream]) -> StreamContext:
+    r"""Wrap StreamContext: ``with torch.accel.stream(s): ...`` runs the body on ``s``.
+
+    A no-op if ``stream`` is None.
+    """
+    return StreamContext(stream)
