@@ -1,0 +1,45 @@
+"""Shared fixtures. Tests are runtime-agnostic: they run on the host runtime in
+CI and on the CUDA runtime via `make gpu-test`. ``target`` is the device type
+whose kernels stand in for accel's: accel results are compared with it."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import torch_accel
+
+
+@pytest.fixture(scope="session")
+def target() -> str:
+    return torch_accel._target_device_type()
+
+
+@pytest.fixture(scope="session")
+def two_devices() -> None:
+    if torch_accel.device_count() < 2:
+        pytest.fail("these tests need two accel devices (TORCH_ACCEL_HOST_DEVICES>=2 on the host runtime)")
+
+
+def run_python(code: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run ``code`` in a fresh interpreter (for process-wide state: runtime
+    selection, device counts, fork) and return the finished process."""
+    full_env = dict(os.environ)
+    full_env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.dirname(__file__)), full_env.get("PYTHONPATH", "")])
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], env=full_env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.fixture(autouse=True)
+def _restore_device_and_streams():
+    """Each test starts on device 0 with default streams, and leaves it so."""
+    yield
+    for index in range(torch_accel.device_count()):
+        torch_accel.set_stream(torch_accel.default_stream(index))
+    if torch_accel.device_count():
+        torch_accel.set_device(0)

@@ -1,0 +1,239 @@
+"""Device management: counts, selection, context managers, properties, threads, bad input."""
+
+import threading
+
+import pytest
+import torch
+
+import torch_accel
+from conftest import run_python
+
+
+def test_registered_as_torch_accel():
+    assert torch.accel is torch_accel
+    assert torch._C._get_privateuse1_backend_name() == "accel"
+    assert torch.device("accel:1").type == "accel"
+
+
+def test_runtime_and_target():
+    assert torch_accel.runtime() in ("cuda", "host")
+    expected_target = {"cuda": "cuda", "host": "cpu"}[torch_accel.runtime()]
+    assert torch_accel._target_device_type() == expected_target
+
+
+def test_available_with_devices():
+    assert torch_accel.is_available()
+    assert torch_accel.device_count() >= 1
+    if torch_accel.runtime() == "cuda":
+        assert torch_accel.device_count() == torch.cuda.device_count()
+
+
+def test_set_and_current_device(two_devices):
+    torch_accel.set_device(1)
+    assert torch_accel.current_device() == 1
+    torch_accel.set_device("accel:0")
+    assert torch_accel.current_device() == 0
+    torch_accel.set_device(torch.device("accel", 1))
+    assert torch_accel.current_device() == 1
+    if torch_accel.runtime() == "cuda":
+        # accel:N is cuda:N, so selecting one selects the other.
+        assert torch.cuda.current_device() == 1
+
+
+def test_device_context_manager_restores(two_devices):
+    assert torch_accel.current_device() == 0
+    with torch_accel.device(1):
+        assert torch_accel.current_device() == 1
+        with torch_accel.device("accel:0"):
+            assert torch_accel.current_device() == 0
+        assert torch_accel.current_device() == 1
+    assert torch_accel.current_device() == 0
+
+
+def test_device_context_manager_restores_on_exception(two_devices):
+    with pytest.raises(KeyError):
+        with torch_accel.device(1):
+            raise KeyError("boom")
+    assert torch_accel.current_device() == 0
+
+
+def test_device_none_and_negative_are_noops():
+    with torch_accel.device(None):
+        assert torch_accel.current_device() == 0
+    with torch_accel.device(-1):
+        assert torch_accel.current_device() == 0
+
+
+def test_device_of(two_devices):
+    x = torch.empty(2, device="accel:1")
+    with torch_accel.device_of(x):
+        assert torch_accel.current_device() == 1
+    with torch_accel.device_of(torch.empty(2)):
+        assert torch_accel.current_device() == 0
+    assert torch_accel.current_device() == 0
+
+
+def test_factory_without_index_uses_current_device(two_devices):
+    with torch_accel.device(1):
+        assert torch.empty(3, device="accel").device == torch.device("accel:1")
+    assert torch.empty(3, device="accel").device == torch.device("accel:0")
+
+
+def test_current_device_is_per_thread(two_devices):
+    torch_accel.set_device(1)
+    seen = {}
+
+    def worker():
+        seen["initial"] = torch_accel.current_device()
+        torch_accel.set_device(0)
+        seen["after"] = torch_accel.current_device()
+
+    t = threading.Thread(target=worker)
+    t.start()
+    t.join()
+    assert seen == {"initial": 0, "after": 0}
+    assert torch_accel.current_device() == 1
+
+
+def test_device_properties():
+    props = torch_accel.get_device_properties(0)
+    assert props.total_memory > 0
+    assert props.multi_processor_count > 0
+    assert torch_accel.get_device_name(0) == props.name
+    assert torch_accel.get_device_capability(0) == (props.major, props.minor)
+    assert "total_memory" in repr(props)
+    if torch_accel.runtime() == "cuda":
+        cuda = torch.cuda.get_device_properties(0)
+        assert (props.name, props.total_memory, props.major, props.minor) == (
+            cuda.name,
+            cuda.total_memory,
+            cuda.major,
+            cuda.minor,
+        )
+        assert torch_accel.get_device_capability(0) == torch.cuda.get_device_capability(0)
+
+
+def test_device_properties_default_to_current(two_devices):
+    with torch_accel.device(1):
+        assert torch_accel.get_device_properties() == torch_accel.get_device_properties(1)
+
+
+def test_synchronize_devices(two_devices):
+    torch_accel.synchronize()
+    torch_accel.synchronize(1)
+    torch_accel.synchronize("accel:0")
+    assert torch_accel.current_device() == 0
+
+
+def test_is_bf16_supported():
+    assert torch_accel.is_bf16_supported()
+    if torch_accel.runtime() == "cuda":
+        assert torch_accel.is_bf16_supported(including_emulation=False) == torch.cuda.is_bf16_supported(
+            including_emulation=False
+        )
+
+
+# Bad input ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("index", [-1, -5])
+def test_set_device_negative(index):
+    with pytest.raises(RuntimeError, match=r"Invalid accel device index"):
+        torch_accel.set_device(index)
+    assert torch_accel.current_device() == 0
+
+
+def test_set_device_too_large():
+    count = torch_accel.device_count()
+    with pytest.raises(RuntimeError, match=rf"Invalid accel device index {count}"):
+        torch_accel.set_device(count)
+    with pytest.raises(RuntimeError, match=r"Invalid accel device index"):
+        torch.empty(1, device=f"accel:{count}")
+    with pytest.raises(RuntimeError, match=r"Invalid accel device index"):
+        torch_accel.get_device_properties(count)
+    assert torch_accel.current_device() == 0
+
+
+@pytest.mark.parametrize("bad", [1.5, [0], object()])
+def test_device_index_wrong_type(bad):
+    with pytest.raises(TypeError, match="Expected an accel device"):
+        torch_accel.set_device(bad)
+
+
+@pytest.mark.parametrize("bad", ["cpu", torch.device("cpu"), "meta"])
+def test_device_of_another_type(bad):
+    with pytest.raises(ValueError, match="Expected an accel device"):
+        torch_accel.set_device(bad)
+    with pytest.raises(ValueError, match="Expected an accel device"):
+        torch_accel.get_device_properties(bad)
+
+
+def test_set_device_without_index():
+    with pytest.raises(ValueError, match="with a specified index"):
+        torch_accel.set_device("accel")
+
+
+def test_bad_device_string():
+    with pytest.raises(RuntimeError):
+        torch_accel.set_device("accel:x")
+
+
+NO_DEVICE_ENV = {"TORCH_ACCEL_RUNTIME": "host", "TORCH_ACCEL_HOST_DEVICES": "0"}
+
+
+def test_no_device_clear_errors():
+    proc = run_python(
+        """
+        import torch, torch_accel
+        assert torch_accel.device_count() == 0
+        assert not torch_accel.is_available()
+        errors = []
+        for call in (lambda: torch.empty(1, device="accel"),
+                     lambda: torch.zeros(2).to("accel"),
+                     torch_accel.current_device,
+                     torch_accel.init,
+                     lambda: torch_accel.Stream(),
+                     lambda: torch.Stream(device="accel")):
+            try:
+                call()
+            except RuntimeError as e:
+                errors.append(str(e))
+        assert len(errors) == 6, errors
+        assert all("No accel device is available" in e for e in errors), errors
+        print("ok")
+        """,
+        env=NO_DEVICE_ENV,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "ok"
+
+
+def test_host_device_count_from_environment():
+    proc = run_python(
+        "import torch_accel; print(torch_accel.device_count(), torch_accel.runtime())",
+        env={"TORCH_ACCEL_RUNTIME": "host", "TORCH_ACCEL_HOST_DEVICES": "3"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["3", "host"]
+
+
+@pytest.mark.parametrize(
+    "env, message",
+    [
+        ({"TORCH_ACCEL_RUNTIME": "tpu"}, "TORCH_ACCEL_RUNTIME must be one of auto, cuda, host"),
+        ({"TORCH_ACCEL_RUNTIME": "host", "TORCH_ACCEL_HOST_DEVICES": "two"}, "TORCH_ACCEL_HOST_DEVICES must be"),
+        ({"TORCH_ACCEL_RUNTIME": "host", "TORCH_ACCEL_HOST_DEVICES": "-1"}, "TORCH_ACCEL_HOST_DEVICES must be"),
+    ],
+)
+def test_bad_runtime_configuration(env, message):
+    proc = run_python(
+        """
+        import torch_accel
+        assert torch_accel.device_count() == 0  # never raises
+        torch_accel.init()
+        """,
+        env=env,
+    )
+    assert proc.returncode != 0
+    assert message in proc.stderr
+    assert "Error" in proc.stderr.splitlines()[-1]

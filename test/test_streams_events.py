@@ -1,0 +1,287 @@
+"""Streams and events, through torch.accel's classes and PyTorch's generic torch.Stream/torch.Event."""
+
+import threading
+
+import pytest
+import torch
+
+import torch_accel
+
+# Large enough that a copy takes measurable time on either runtime.
+BIG = 1 << 24
+
+
+def test_default_and_current_stream():
+    default = torch_accel.default_stream()
+    current = torch_accel.current_stream()
+    assert current == default
+    assert isinstance(current, torch_accel.Stream)
+    assert isinstance(current, torch.Stream)
+    assert current.device == torch.device("accel:0")
+
+
+def test_new_streams_are_distinct_and_on_the_right_device(two_devices):
+    s0 = torch_accel.Stream()
+    s1 = torch_accel.Stream(device=1)
+    assert s0.device == torch.device("accel:0")
+    assert s1.device == torch.device("accel:1")
+    assert s0 != torch_accel.default_stream(0)
+    assert s1 != torch_accel.default_stream(1)
+    with torch_accel.device(1):
+        assert torch_accel.Stream().device == torch.device("accel:1")
+
+
+def test_stream_priority():
+    high = torch_accel.Stream(priority=-1)
+    low = torch_accel.Stream(priority=0)
+    assert high != low
+    assert high.query() and low.query()
+
+
+def test_generic_torch_stream_and_event(two_devices):
+    s = torch.Stream(device="accel:1")
+    assert s.device == torch.device("accel:1")
+    e = torch.Event(device="accel:1", enable_timing=True)
+    s.record_event(e)
+    e.synchronize()
+    assert e.query()
+    assert s.query()
+    s.synchronize()
+
+
+def test_stream_equality_hash_repr():
+    s = torch_accel.Stream()
+    same = torch_accel.Stream(stream_id=s.stream_id, device_index=s.device_index, device_type=s.device_type)
+    assert s == same
+    assert hash(s) == hash(same)
+    assert s != torch_accel.default_stream()
+    assert "accel:0" in repr(s)
+    assert "accel" in repr(torch.Stream(device="accel:0"))
+
+
+def test_stream_context_switches_and_restores():
+    s = torch_accel.Stream()
+    default = torch_accel.current_stream()
+    with torch_accel.stream(s):
+        assert torch_accel.current_stream() == s
+    assert torch_accel.current_stream() == default
+
+
+def test_stream_context_nested():
+    s1, s2 = torch_accel.Stream(), torch_accel.Stream()
+    with torch_accel.stream(s1):
+        with torch_accel.stream(s2):
+            assert torch_accel.current_stream() == s2
+        assert torch_accel.current_stream() == s1
+    assert torch_accel.current_stream() == torch_accel.default_stream()
+
+
+def test_stream_context_restores_on_exception():
+    s = torch_accel.Stream()
+    with pytest.raises(ZeroDivisionError):
+        with torch_accel.stream(s):
+            1 / 0
+    assert torch_accel.current_stream() == torch_accel.default_stream()
+
+
+def test_stream_context_for_stream_on_another_device(two_devices):
+    s1 = torch_accel.Stream(device=1)
+    other = torch_accel.Stream(device=1)
+    torch_accel.set_stream(other)  # current stream of device 1 before the context
+    torch_accel.set_device(0)
+    with torch_accel.stream(s1):
+        assert torch_accel.current_device() == 1
+        assert torch_accel.current_stream() == s1
+        assert torch_accel.current_stream(0) == torch_accel.default_stream(0)
+    assert torch_accel.current_device() == 0
+    assert torch_accel.current_stream(1) == other
+    assert torch_accel.current_stream(0) == torch_accel.default_stream(0)
+
+
+def test_stream_context_none_is_noop():
+    with torch_accel.stream(None):
+        assert torch_accel.current_stream() == torch_accel.default_stream()
+
+
+def test_torch_stream_as_context_manager(two_devices):
+    s = torch.Stream(device="accel:1")
+    with s:
+        assert torch_accel.current_stream(1) == s
+    assert torch_accel.current_stream(1) == torch_accel.default_stream(1)
+
+
+def test_set_stream_sets_device(two_devices):
+    s = torch_accel.Stream(device=1)
+    torch_accel.set_stream(s)
+    assert torch_accel.current_device() == 1
+    assert torch_accel.current_stream() == s
+
+
+def test_current_stream_is_per_thread():
+    s = torch_accel.Stream()
+    torch_accel.set_stream(s)
+    seen = []
+    t = threading.Thread(target=lambda: seen.append(torch_accel.current_stream()))
+    t.start()
+    t.join()
+    assert seen == [torch_accel.default_stream()]
+    assert torch_accel.current_stream() == s
+
+
+def test_raw_stream_handle():
+    s = torch_accel.Stream()
+    with torch_accel.stream(s):
+        assert torch_accel._C._get_raw_stream(0) == s.accel_stream
+    if torch_accel.runtime() == "cuda":
+        # An accel stream IS a CUDA stream: same id, same cudaStream_t.
+        cuda_stream = torch.cuda.Stream(stream_id=s.stream_id, device_index=0, device_type=1)
+        assert cuda_stream.cuda_stream == s.accel_stream
+        with torch_accel.stream(s):
+            assert torch.cuda.current_stream().cuda_stream == s.accel_stream
+
+
+# Events ---------------------------------------------------------------------
+
+
+def test_event_record_query_synchronize():
+    e = torch_accel.Event()
+    assert e.query()  # never recorded: complete, as CUDA
+    x = torch.empty(BIG, dtype=torch.uint8, device="accel")
+    x.copy_(torch.ones(BIG, dtype=torch.uint8))
+    e.record()
+    e.synchronize()
+    assert e.query()
+    assert e.device == torch.device("accel:0")
+
+
+def test_event_elapsed_time_positive():
+    start = torch_accel.Event(enable_timing=True)
+    end = torch_accel.Event(enable_timing=True)
+    src = torch.ones(BIG, dtype=torch.uint8)
+    dst = torch.empty(BIG, dtype=torch.uint8, device="accel")
+    start.record()
+    for _ in range(4):
+        dst.copy_(src)
+    end.record()
+    end.synchronize()
+    assert start.elapsed_time(end) > 0
+
+
+def test_generic_event_elapsed_time(two_devices):
+    s = torch_accel.Stream(device=1)
+    start = torch.Event(device="accel:1", enable_timing=True)
+    end = torch.Event(device="accel:1", enable_timing=True)
+    dst = torch.empty(BIG, dtype=torch.uint8, device="accel:1")
+    with torch_accel.stream(s):
+        start.record(s)
+        dst.copy_(torch.ones(BIG, dtype=torch.uint8))
+        end.record(s)
+    end.synchronize()
+    assert start.elapsed_time(end) > 0
+
+
+def test_stream_record_event_returns_accel_event():
+    s = torch_accel.Stream()
+    e = s.record_event()
+    assert isinstance(e, torch_accel.Event)
+    e.synchronize()
+    assert e.query()
+
+
+def _ordered_copy_through_streams(producer: torch.Stream, consumer: torch.Stream, sync_with_event: bool) -> bool:
+    """Producer fills a buffer; consumer, after waiting, reads it. True if the consumer saw the producer's data."""
+    src = torch.arange(BIG, dtype=torch.int32).remainder_(251).to(torch.uint8)
+    buffer = torch.zeros(BIG, dtype=torch.uint8).to(producer.device)
+    out = torch.empty(BIG, dtype=torch.uint8, device=consumer.device)
+    with torch_accel.stream(producer):
+        for _ in range(3):  # keep the producer busy
+            buffer.copy_(src)
+    if sync_with_event:
+        consumer.wait_event(producer.record_event())
+    else:
+        consumer.wait_stream(producer)
+    with torch_accel.stream(consumer):
+        out.copy_(buffer)
+    consumer.synchronize()
+    return torch.equal(out.cpu(), src)
+
+
+@pytest.mark.parametrize("sync_with_event", [True, False], ids=["wait_event", "wait_stream"])
+def test_cross_stream_ordering(sync_with_event):
+    assert _ordered_copy_through_streams(torch_accel.Stream(), torch_accel.Stream(), sync_with_event)
+
+
+def test_cross_device_stream_ordering(two_devices):
+    assert _ordered_copy_through_streams(torch_accel.Stream(device=0), torch_accel.Stream(device=1), True)
+
+
+def test_event_wait_on_generic_stream():
+    producer = torch.Stream(device="accel:0")
+    consumer = torch.Stream(device="accel:0")
+    e = torch.Event(device="accel:0")
+    producer.record_event(e)
+    e.wait(consumer)
+    consumer.synchronize()
+    assert e.query()
+
+
+# Bad input ------------------------------------------------------------------
+
+
+def test_elapsed_time_without_timing():
+    start, end = torch_accel.Event(), torch_accel.Event()
+    start.record()
+    end.record()
+    end.synchronize()
+    with pytest.raises(ValueError, match="enable_timing=True"):
+        start.elapsed_time(end)
+
+
+def test_elapsed_time_before_record():
+    start = torch_accel.Event(enable_timing=True)
+    end = torch_accel.Event(enable_timing=True)
+    start.record()
+    with pytest.raises(ValueError, match="must be recorded"):
+        start.elapsed_time(end)
+
+
+def test_event_recorded_on_stream_of_another_device(two_devices):
+    e = torch_accel.Event()
+    e.record(torch_accel.Stream(device=0))
+    with pytest.raises(RuntimeError, match=r"accel:0.*accel:1"):
+        e.record(torch_accel.Stream(device=1))
+
+
+def test_event_of_another_device_type():
+    e = torch.Event(device="cpu")
+    with pytest.raises(RuntimeError, match="does not match"):
+        e.record(torch_accel.Stream())
+
+
+def test_stream_on_missing_device():
+    count = torch_accel.device_count()
+    with pytest.raises(RuntimeError, match="Invalid accel device index"):
+        torch_accel.Stream(device=count)
+    with pytest.raises(RuntimeError, match="Invalid accel device index"):
+        torch.Stream(device=f"accel:{count}")
+
+
+@pytest.mark.parametrize("bad", [None, 0, "accel:0"])
+def test_set_stream_rejects_non_streams(bad):
+    with pytest.raises(TypeError, match="set_stream expects an accel stream"):
+        torch_accel.set_stream(bad)
+    assert torch_accel.current_stream() == torch_accel.default_stream()
+
+
+def test_set_stream_of_another_device_type():
+    if not torch.cuda.is_available():
+        s = torch.Stream(device="cpu")
+    else:
+        s = torch.cuda.Stream()
+    with pytest.raises(RuntimeError, match="Expected an accel stream"):
+        torch_accel.set_stream(s)
+
+
+def test_stream_context_rejects_non_streams():
+    with pytest.raises(TypeError):
+        torch_accel.stream("accel:0")

@@ -1,0 +1,247 @@
+"""accel tensors with the minimal kernel set: factories, copies, views, resize, set_, item, record_stream.
+
+Every copy is checked bitwise against the source, or against the same
+conversion done by the target device's own kernels.
+"""
+
+import pytest
+import torch
+
+import torch_accel
+
+DTYPES = [
+    torch.float32,
+    torch.float64,
+    torch.float16,
+    torch.bfloat16,
+    torch.int8,
+    torch.uint8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.bool,
+    torch.complex64,
+]
+
+
+def sample(dtype: torch.dtype, shape=(7, 5)) -> torch.Tensor:
+    g = torch.Generator().manual_seed(0)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=g).bool()
+    if dtype.is_floating_point or dtype.is_complex:
+        return (torch.randn(shape, generator=g, dtype=torch.float64) * 100).to(dtype)
+    info = torch.iinfo(dtype)
+    return torch.randint(max(info.min, -1000), min(info.max, 1000), shape, generator=g, dtype=torch.int64).to(dtype)
+
+
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(
+        a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8)
+    )
+
+
+def test_empty_and_empty_strided(two_devices):
+    x = torch.empty(3, 4, device="accel")
+    assert x.device == torch.device("accel:0") and x.shape == (3, 4) and x.is_contiguous()
+    y = torch.empty_strided((2, 3), (1, 2), dtype=torch.float16, device="accel:1")
+    assert y.device == torch.device("accel:1") and y.stride() == (1, 2) and y.dtype == torch.float16
+    z = torch.empty(2, 3, 4, 5, device="accel", memory_format=torch.channels_last)
+    assert z.is_contiguous(memory_format=torch.channels_last)
+    assert torch.empty(0, device="accel").numel() == 0
+
+
+def test_tensor_attributes_and_methods():
+    x = torch.empty(2, device="accel")
+    assert x.is_accel
+    assert not torch.empty(2).is_accel
+    assert x.get_device() == 0
+    cpu = torch.arange(4.0)
+    moved = cpu.accel()
+    assert moved.is_accel and torch.equal(moved.cpu(), cpu)
+    assert x.untyped_storage().is_accel
+    assert x.untyped_storage().device == torch.device("accel:0")
+
+
+def test_module_accel():
+    m = torch.nn.Linear(3, 2)
+    weight = m.weight.detach().clone()
+    m.accel()
+    assert m.weight.device == torch.device("accel:0")
+    assert torch.equal(m.weight.cpu(), weight)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_roundtrip_bitwise(dtype):
+    src = sample(dtype)
+    on_accel = src.to("accel")
+    assert on_accel.device.type == "accel" and on_accel.dtype == dtype
+    assert same_bits(on_accel.cpu(), src)
+
+
+def test_roundtrip_to_second_device_and_back(two_devices):
+    src = sample(torch.float32)
+    a0 = src.to("accel:0")
+    a1 = a0.to("accel:1")
+    assert a1.device == torch.device("accel:1")
+    assert same_bits(a1.cpu(), src)
+    back = a1.to("accel:0")
+    assert same_bits(back.cpu(), src)
+    assert torch_accel.current_device() == 0
+
+
+@pytest.mark.parametrize(
+    "src_dtype, dst_dtype",
+    [
+        (torch.float32, torch.float16),
+        (torch.float32, torch.bfloat16),
+        (torch.float64, torch.int32),
+        (torch.int64, torch.float32),
+        (torch.float32, torch.bool),
+        (torch.complex64, torch.complex128),
+        (torch.uint8, torch.float64),
+    ],
+    ids=str,
+)
+def test_dtype_conversion_matches_target(target, src_dtype, dst_dtype):
+    src = sample(src_dtype)
+    expected = src.to(target).to(dst_dtype).cpu()
+    # cpu -> accel with conversion, accel -> accel with conversion, accel -> cpu with conversion
+    assert same_bits(src.to("accel", dtype=dst_dtype).cpu(), expected)
+    assert same_bits(src.to("accel").to(dst_dtype).cpu(), expected)
+    assert same_bits(src.to("accel").to("cpu", dtype=dst_dtype), expected)
+
+
+def test_copy_non_contiguous_and_broadcast():
+    src = sample(torch.float32, (6, 8))
+    dst = torch.empty(8, 6, device="accel")
+    dst.copy_(src.t())
+    assert same_bits(dst.cpu(), src.t().contiguous())
+    row = torch.arange(6.0)
+    dst2 = torch.empty(4, 6, device="accel")
+    dst2.copy_(row)
+    assert torch.equal(dst2.cpu(), row.expand(4, 6))
+    strided = src.to("accel")[:, ::2]
+    assert same_bits(strided.cpu(), src[:, ::2].contiguous())
+
+
+def test_copy_between_accel_tensors_and_devices(two_devices):
+    src = sample(torch.int64)
+    a = src.to("accel:0")
+    b = torch.empty_like(src, device="accel:1")
+    b.copy_(a)
+    assert same_bits(b.cpu(), src)
+    c = torch.empty_like(src, device="accel:0")
+    c.copy_(b.t().t())
+    assert same_bits(c.cpu(), src)
+    assert torch_accel.current_device() == 0
+
+
+def test_non_blocking_copies_on_current_stream():
+    src = sample(torch.float32, (256, 256))
+    s = torch_accel.Stream()
+    with torch_accel.stream(s):
+        dst = src.to("accel", non_blocking=True)
+        back = torch.empty_like(src)
+        back.copy_(dst, non_blocking=True)
+    s.synchronize()
+    assert same_bits(back, src)
+
+
+def test_views_share_storage():
+    x = torch.arange(12.0).to("accel")
+    v = x.view(3, 4)
+    r = x.reshape(4, 3)
+    s = x.as_strided((2, 2), (3, 1), 1)
+    t = v.t()
+    for view in (v, r, s, t):
+        assert view.device == x.device
+        assert view.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+    x.copy_(torch.zeros(12))
+    assert torch.equal(s.cpu(), torch.zeros(2, 2))
+    assert torch.equal(x[3:6].cpu(), torch.zeros(3))
+    x2 = torch.arange(12.0).to("accel")
+    assert torch.equal(x2.view(3, 4).t().cpu(), torch.arange(12.0).view(3, 4).t())
+    assert torch.equal(x2.as_strided((2, 2), (3, 1), 1).cpu(), torch.arange(12.0).as_strided((2, 2), (3, 1), 1))
+
+
+def test_detach_and_view_keep_data():
+    src = sample(torch.float32)
+    x = src.to("accel")
+    assert same_bits(x.detach().cpu(), src)
+    assert same_bits(x.view(-1).cpu(), src.view(-1))
+    assert same_bits(x.unsqueeze(0).squeeze(0).cpu(), src)
+
+
+def test_resize_grows_and_keeps_data():
+    src = torch.arange(6.0)
+    x = src.to("accel")
+    x.resize_(4, 4)
+    assert x.shape == (4, 4)
+    assert torch.equal(x.view(-1)[:6].cpu(), src)
+    assert x.untyped_storage().nbytes() >= 16 * 4
+    x.resize_(2)
+    assert torch.equal(x.cpu(), src[:2])
+    y = torch.empty(2, 3, 4, 5, device="accel")
+    y.resize_(2, 3, 4, 5, memory_format=torch.channels_last)
+    assert y.is_contiguous(memory_format=torch.channels_last)
+
+
+def test_resize_negative_size():
+    x = torch.empty(2, device="accel")
+    with pytest.raises(RuntimeError, match="negative dimension"):
+        x.resize_(-1)
+
+
+def test_set_variants(two_devices):
+    src = torch.arange(10.0)
+    base = src.to("accel")
+    t = torch.empty(0, device="accel")
+    t.set_(base.untyped_storage(), 2, (2, 3), (3, 1))
+    assert torch.equal(t.cpu(), src.as_strided((2, 3), (3, 1), 2))
+    u = torch.empty(0, device="accel")
+    u.set_(base)
+    assert torch.equal(u.cpu(), src) and u.untyped_storage().data_ptr() == base.untyped_storage().data_ptr()
+    w = torch.empty(0, device="accel")
+    w.set_(base.untyped_storage())
+    assert torch.equal(w.cpu(), src)
+    base.set_()
+    assert base.numel() == 0 and base.device == torch.device("accel:0")
+    other = torch.empty(3, device="accel:1")
+    with pytest.raises(RuntimeError, match="devices must match"):
+        other.set_(u.untyped_storage(), 0, (2,), (1,))
+
+
+def test_item():
+    assert torch.tensor([3.5]).to("accel").item() == 3.5
+    assert torch.tensor(7, dtype=torch.int64).to("accel").item() == 7
+    assert torch.tensor(True).to("accel").item() is True
+    x = torch.arange(10).to("accel")
+    assert x[7].item() == 7
+
+
+def test_record_stream():
+    s = torch_accel.Stream()
+    x = torch.ones(1024).to("accel")
+    with torch_accel.stream(s):
+        y = torch.empty_like(x)
+        y.copy_(x)
+    x.record_stream(s)
+    s.synchronize()
+    assert torch.equal(y.cpu(), torch.ones(1024))
+
+
+def test_record_stream_of_another_device(two_devices):
+    x = torch.empty(4, device="accel:0")
+    with pytest.raises(RuntimeError, match="accel:0.*accel:1"):
+        x.record_stream(torch_accel.Stream(device=1))
+
+
+def test_unsupported_op_is_not_implemented_error():
+    x = torch.empty(2, device="accel")
+    with pytest.raises(NotImplementedError, match=r"'aten::fill_\.Scalar' is not implemented for the accel device"):
+        x.fill_(1)
+
+
+def test_factory_bad_options():
+    with pytest.raises(RuntimeError, match="Only dense CPU tensors can be pinned"):
+        torch.empty(2, device="accel", pin_memory=True)
