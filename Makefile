@@ -69,9 +69,15 @@ lint: install
 	$(PY) -m compileall -q torch_accel test benchmarks
 
 # GPU machine: no network, torch preinstalled for the plain python3.
+# The GPU image's default compiler (CXX=/opt/gcc/bin/g++) links libstdc++
+# statically; _C then carries its own iostream facets, which clash with the
+# libstdc++ torch loaded and crash the first error message that formats a
+# number. The distribution's g++ links it dynamically, as torch does.
 GPU_PYTHON ?= python3
+GPU_CXX ?= $(shell command -v /usr/bin/g++ || echo g++)
 gpu-test:
-	TORCH_ACCEL_BUILD_CUDA=1 $(GPU_PYTHON) setup.py -q build_ext --inplace
+	CXX=$(GPU_CXX) TORCH_ACCEL_BUILD_CUDA=1 $(GPU_PYTHON) setup.py -q build_ext --inplace
+	@ldd torch_accel/_C*.so | grep -q 'libstdc++' || { echo "torch_accel/_C links libstdc++ statically; set GPU_CXX to a g++ that links it dynamically"; exit 1; }
 	$(MAKE) -C third_party/accelrt test
 	TORCH_ACCEL_RUNTIME=cuda $(GPU_PYTHON) test/gpu_report.py --output test/reports/gpu-test.md $(PYTEST_ARGS)
 

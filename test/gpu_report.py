@@ -14,6 +14,7 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
 
 
 def run(cmd: list[str], log_path: str) -> tuple[int, str]:
@@ -61,14 +62,14 @@ def main() -> int:
     os.makedirs(log_dir, exist_ok=True)
     test_log = os.path.join(log_dir, "pytest.log")
     test_rc, test_out = run(
-        [sys.executable, "-m", "pytest", "test", "-q", "-rfE", "-p", "no:cacheprovider", *args.pytest_args], test_log
+        [sys.executable, "-m", "pytest", "test", "-q", "-rfEs", "-p", "no:cacheprovider", *args.pytest_args], test_log
     )
-    summary = [line for line in test_out.splitlines() if line.startswith(("FAILED", "ERROR"))]
+    summary = [line for line in test_out.splitlines() if line.startswith(("FAILED", "ERROR", "SKIPPED"))]
     tail = test_out.strip().splitlines()[-1] if test_out.strip() else "(no output)"
 
     sections = ["# GPU test report", "", *machine(), "", "## Tests", "", f"`pytest test`: **{tail}** (exit {test_rc})", ""]
     if summary:
-        sections += ["Failures:", "", "```", *summary, "```", ""]
+        sections += ["Failures and skips:", "", "```", *summary, "```", ""]
 
     bench_script = os.path.join(ROOT, "benchmarks", "run.py")
     bench_rc = None

@@ -8,6 +8,7 @@
 
 #include <csrc/runtime/Runtime.h>
 #include <csrc/runtime/cuda/CudaAllocator.h>
+#include <csrc/runtime/cuda/NvmlDeviceCount.h>
 
 #include <ATen/Context.h>
 #include <ATen/cuda/CUDAContextLight.h>
@@ -17,11 +18,26 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstdio>
 
 namespace torch_accel {
 
+namespace {
+// Set once accel (and so CUDA) is initialised; from then on counting devices
+// through CUDA costs nothing more.
+std::atomic<bool> cudaInitialized{false};
+} // namespace
+
 c10::DeviceIndex cudaDeviceCount() noexcept {
+  if (!cudaInitialized.load(std::memory_order_acquire)) {
+    // Counting through CUDA would initialise the driver, and a forked child
+    // could then never use accel; count through NVML where it works.
+    const int count = nvmlVisibleDeviceCount();
+    if (count >= 0) {
+      return static_cast<c10::DeviceIndex>(count);
+    }
+  }
   return c10::cuda::device_count();
 }
 
@@ -60,6 +76,7 @@ public:
     // Sets up CUDA's caching allocator, generators and the device state that
     // torch.cuda would; idempotent, so torch.cuda may initialise first.
     at::globalContext().lazyInitDevice(kCuda);
+    cudaInitialized.store(true, std::memory_order_release);
   }
 
   c10::Device exchangeDevice(c10::Device device) const override {
@@ -103,7 +120,7 @@ public:
   }
 
   c10::DeviceIndex deviceCount() const noexcept override {
-    return c10::cuda::device_count();
+    return cudaDeviceCount();
   }
 
   c10::DeviceCapability getDeviceCapability(c10::Device device) const override {
