@@ -36,7 +36,7 @@ def _extension():
     with_cuda = _with_cuda()
     sources = [s for s in _sources("csrc/**/*.cpp") if with_cuda or not s.startswith("csrc/runtime/cuda/")]
     sources += _sources("third_party/accelrt/src/*.cpp")
-    cxx_flags = ["-O2", "-std=c++17", "-Wall", "-Wno-unused-parameter", "-fvisibility=hidden"]
+    cxx_flags = ["-O2", "-std=c++17", "-Wall", "-Wno-unused-parameter", "-Wno-interference-size", "-fvisibility=hidden"]
     if with_cuda:
         cxx_flags.append("-DTORCH_ACCEL_WITH_CUDA=1")
     kwargs = dict(

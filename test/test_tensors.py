@@ -236,10 +236,20 @@ def test_record_stream_of_another_device(two_devices):
         x.record_stream(torch_accel.Stream(device=1))
 
 
-def test_unsupported_op_is_not_implemented_error():
-    x = torch.empty(2, device="accel")
-    with pytest.raises(NotImplementedError, match=r"'aten::fill_\.Scalar' is not implemented for the accel device"):
-        x.fill_(1)
+def test_op_the_target_lacks_is_not_implemented_error():
+    # An operator with a Meta kernel only: neither cuda nor cpu can run it.
+    lib = torch.library.Library("accel_test_missing", "DEF")
+    try:
+        lib.define("meta_only(Tensor x) -> Tensor")
+        lib.impl("meta_only", lambda x: torch.empty_like(x), "Meta")
+        x = torch.empty(2, device="accel")
+        with pytest.raises(
+            NotImplementedError,
+            match=r"'accel_test_missing::meta_only' is not implemented for the accel device: its target device",
+        ):
+            torch.ops.accel_test_missing.meta_only(x)
+    finally:
+        lib._destroy()
 
 
 def test_factory_bad_options():

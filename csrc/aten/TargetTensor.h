@@ -5,11 +5,16 @@
 namespace torch_accel {
 
 // A new tensor of the target device type (cuda or cpu) over the same memory as
-// the accel tensor `accel`: same storage bytes, sizes, strides, offset and
-// dtype, no autograd keys. It does not own the memory: it must not outlive
-// `accel`'s storage. `accel` itself is never modified, so its views stay
-// accel tensors.
+// the accel tensor `accel`: same storage bytes, sizes, strides, offset, dtype
+// and conjugate/negative bits, no autograd keys. It does not own the memory:
+// it must not outlive `accel`'s storage. `accel` itself is never modified, so
+// its views stay accel tensors.
 at::Tensor toTarget(const at::Tensor& accel);
+
+// toTarget for an argument a kernel may resize (out=, in-place): its storage
+// can grow, with the target's allocator. The caller moves any new memory and
+// metadata back to `accel` afterwards.
+at::Tensor toResizableTarget(const at::Tensor& accel);
 
 // toTarget for accel tensors; any other tensor is returned as it is.
 at::Tensor toTargetIfAccel(const at::Tensor& tensor);

@@ -3,8 +3,10 @@
 // without knowing about torch_accel. Registered once, at load time.
 
 #include <csrc/aten/StorageResize.h>
+#include <csrc/runtime/AccelGenerator.h>
 #include <csrc/runtime/Runtime.h>
 
+#include <ATen/Context.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
@@ -62,6 +64,25 @@ struct AccelHooks final : public at::PrivateUse1HooksInterface {
 
   at::Device getDeviceFromPtr(void* data) const override {
     return runtime().getDeviceFromPtr(data);
+  }
+
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex device) const override {
+    return defaultAccelGenerator(device < 0 ? getCurrentDevice() : device);
+  }
+
+  at::Generator getNewGenerator(c10::DeviceIndex device) const override {
+    return newAccelGenerator(device < 0 ? getCurrentDevice() : device);
+  }
+
+  bool isPinnedPtr(const void* data) const override {
+    // Asked of every CPU tensor's is_pinned(); must not initialise anything.
+    return guard().deviceCount() > 0 && runtime().isPinnedPtr(data);
+  }
+
+  c10::Allocator* getPinnedMemoryAllocator() const override {
+    checkDeviceAvailable();
+    at::globalContext().lazyInitDevice(c10::DeviceType::PrivateUse1);
+    return runtime().pinnedAllocator();
   }
 
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {

@@ -74,6 +74,13 @@ void checkDeviceIndex(c10::DeviceIndex index) {
       " runtime)");
 }
 
+TargetAllocationsAreAccel::TargetAllocationsAreAccel()
+    : previous_(runtime().exchangeTargetAllocationsAreAccel(true)) {}
+
+TargetAllocationsAreAccel::~TargetAllocationsAreAccel() {
+  runtime().exchangeTargetAllocationsAreAccel(previous_);
+}
+
 c10::Device targetDevice(c10::DeviceIndex index) {
   const auto type = runtime().targetType();
   // CPU is a single device and takes no index.

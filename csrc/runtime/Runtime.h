@@ -15,6 +15,7 @@
 // which runtime is running; it asks the runtime for what it needs (for
 // example targetType(), the device type whose kernels run accel's work).
 
+#include <ATen/core/Generator.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/Device.h>
@@ -75,6 +76,46 @@ public:
   // Allocates accel memory on the current accel device; its DataPtrs carry
   // accel devices and are freed by the runtime.
   virtual c10::DeviceAllocator* allocator() const = 0;
+
+  // The allocator target kernels allocate with (CUDA's caching allocator,
+  // or the CPU allocator): target tensors that kernels may resize use it.
+  virtual c10::Allocator* targetAllocator() const = 0;
+
+  // Page-locked host memory (Tensor.pin_memory) and whether `ptr` is in it.
+  virtual c10::Allocator* pinnedAllocator() const = 0;
+  virtual bool isPinnedPtr(const void* ptr) const = 0;
+
+  // A new, unshared generator of the target device type for accel:`device`.
+  // accel generators wrap one each, so accel random streams are independent
+  // of the target's default generators yet produce the same numbers for the
+  // same seed.
+  virtual at::Generator newTargetGenerator(c10::DeviceIndex device) const = 0;
+
+  // --- For the alias fallback (csrc/aten/AliasFallback.cpp) ---------------
+
+  // While enabled on this thread, memory that target kernels allocate is
+  // accel memory of the current accel device, so results can be adopted
+  // without a copy. Returns the previous setting. (CUDA: CUDA memory is accel
+  // memory already; host: CPU allocations are redirected to accelrt.)
+  virtual bool exchangeTargetAllocationsAreAccel(bool enabled) const noexcept = 0;
+
+  // If `ptr`, memory a target kernel allocated, is accel memory of accel:
+  // `device`, relabels it as such and returns true; otherwise leaves it alone
+  // and returns false (the caller copies the data into accel memory).
+  virtual bool adoptTargetAllocation(c10::DataPtr& ptr, c10::DeviceIndex device) const = 0;
+};
+
+// Scope in which target kernels allocate accel memory (see
+// Runtime::exchangeTargetAllocationsAreAccel).
+class TargetAllocationsAreAccel {
+public:
+  TargetAllocationsAreAccel();
+  ~TargetAllocationsAreAccel();
+  TargetAllocationsAreAccel(const TargetAllocationsAreAccel&) = delete;
+  TargetAllocationsAreAccel& operator=(const TargetAllocationsAreAccel&) = delete;
+
+private:
+  bool previous_;
 };
 
 // The runtime of this process, selected on first call from TORCH_ACCEL_RUNTIME

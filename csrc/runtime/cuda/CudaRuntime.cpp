@@ -11,7 +11,11 @@
 #include <csrc/runtime/cuda/NvmlDeviceCount.h>
 
 #include <ATen/Context.h>
+#include <ATen/core/CachingHostAllocator.h>
+#include <ATen/cuda/CUDAGeneratorImpl.h>
+#include <ATen/detail/CUDAHooksInterface.h>
 #include <ATen/cuda/CUDAContextLight.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/impl/CUDAGuardImpl.h>
@@ -238,6 +242,39 @@ public:
 
   c10::DeviceAllocator* allocator() const override {
     return cudaAllocator();
+  }
+
+  c10::Allocator* targetAllocator() const override {
+    return c10::cuda::CUDACachingAllocator::get();
+  }
+
+  c10::Allocator* pinnedAllocator() const override {
+    // CUDA's caching host allocator: pinned accel memory is pinned CUDA
+    // memory, with its stream-aware reuse.
+    return at::getHostAllocator(kCuda);
+  }
+
+  bool isPinnedPtr(const void* ptr) const override {
+    return at::detail::getCUDAHooks().isPinnedPtr(ptr);
+  }
+
+  at::Generator newTargetGenerator(c10::DeviceIndex device) const override {
+    return at::cuda::detail::createCUDAGenerator(device);
+  }
+
+  bool exchangeTargetAllocationsAreAccel(bool /*enabled*/) const noexcept override {
+    return true; // every CUDA caching allocator block can become accel memory
+  }
+
+  bool adoptTargetAllocation(c10::DataPtr& ptr, c10::DeviceIndex device) const override {
+    // Blocks of CUDA's caching allocator are freed by pointer, whatever the
+    // DataPtr names; memory from any other CUDA allocator is copied instead.
+    if (ptr.get_deleter() != c10::cuda::CUDACachingAllocator::get()->raw_deleter() ||
+        ptr.device().index() != device) {
+      return false;
+    }
+    ptr.unsafe_set_device(c10::Device(kAccel, device));
+    return true;
   }
 
 private:

@@ -37,31 +37,43 @@ std::string formatBytes(size_t bytes) {
   return buffer;
 }
 
+} // namespace
+
+c10::DataPtr allocateAccelrtMemory(size_t nbytes, c10::Device label) {
+  const auto device = currentDevice();
+  void* ptr = nullptr;
+  const accelrtError_t err = accelrtMalloc(&ptr, nbytes);
+  if (err == accelrtErrorMemoryAllocation) {
+    size_t free_bytes = 0;
+    size_t total_bytes = 0;
+    accelrtMemGetInfo(&free_bytes, &total_bytes);
+    TORCH_CHECK_WITH(
+        OutOfMemoryError,
+        false,
+        "accel out of memory. Tried to allocate ",
+        formatBytes(nbytes),
+        " on accel:",
+        static_cast<int>(device),
+        ", which has ",
+        formatBytes(total_bytes),
+        " in total, of which ",
+        formatBytes(free_bytes),
+        " is free (host runtime)");
+  }
+  TORCH_ACCEL_ACCELRT_CHECK(err);
+  return c10::DataPtr(ptr, ptr, &deleteAccelrtMemory, label);
+}
+
+bool isAccelrtMemory(const c10::DataPtr& ptr) {
+  return ptr.get_deleter() == &deleteAccelrtMemory;
+}
+
+namespace {
+
 class HostAllocator final : public c10::DeviceAllocator {
 public:
   c10::DataPtr allocate(size_t nbytes) override {
-    const auto device = currentDevice();
-    void* ptr = nullptr;
-    const accelrtError_t err = accelrtMalloc(&ptr, nbytes);
-    if (err == accelrtErrorMemoryAllocation) {
-      size_t free_bytes = 0;
-      size_t total_bytes = 0;
-      accelrtMemGetInfo(&free_bytes, &total_bytes);
-      TORCH_CHECK_WITH(
-          OutOfMemoryError,
-          false,
-          "accel out of memory. Tried to allocate ",
-          formatBytes(nbytes),
-          " on accel:",
-          static_cast<int>(device),
-          ", which has ",
-          formatBytes(total_bytes),
-          " in total, of which ",
-          formatBytes(free_bytes),
-          " is free (host runtime)");
-    }
-    TORCH_ACCEL_ACCELRT_CHECK(err);
-    return c10::DataPtr(ptr, ptr, &deleteAccelrtMemory, c10::Device(c10::DeviceType::PrivateUse1, device));
+    return allocateAccelrtMemory(nbytes, c10::Device(c10::DeviceType::PrivateUse1, currentDevice()));
   }
 
   c10::DeleterFnPtr raw_deleter() const override {

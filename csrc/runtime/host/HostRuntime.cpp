@@ -11,6 +11,11 @@
 #include <csrc/runtime/Runtime.h>
 #include <csrc/runtime/host/AccelrtCheck.h>
 #include <csrc/runtime/host/HostAllocator.h>
+#include <csrc/runtime/host/HostPinnedAllocator.h>
+#include <csrc/runtime/host/HostTargetAllocator.h>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <c10/core/CPUAllocator.h>
 
 #include <array>
 #include <atomic>
@@ -287,6 +292,41 @@ public:
 
   c10::DeviceAllocator* allocator() const override {
     return hostAllocator();
+  }
+
+  c10::Allocator* targetAllocator() const override {
+    return c10::GetCPUAllocator();
+  }
+
+  c10::Allocator* pinnedAllocator() const override {
+    return hostPinnedAllocator();
+  }
+
+  bool isPinnedPtr(const void* ptr) const override {
+    return isHostPinnedPtr(ptr);
+  }
+
+  at::Generator newTargetGenerator(c10::DeviceIndex /*device*/) const override {
+    return at::make_generator<at::CPUGeneratorImpl>();
+  }
+
+  bool exchangeTargetAllocationsAreAccel(bool enabled) const noexcept override {
+    return exchangeCpuAllocationsAreAccel(enabled);
+  }
+
+  bool adoptTargetAllocation(c10::DataPtr& ptr, c10::DeviceIndex device) const override {
+    if (!isAccelrtMemory(ptr)) {
+      return false; // allocated outside the fallback's scope, or by another allocator
+    }
+    if (ptr.get() != nullptr) {
+      accelrtPointerAttributes attributes{};
+      TORCH_ACCEL_ACCELRT_CHECK(accelrtPointerGetAttributes(&attributes, ptr.get()));
+      if (attributes.device != device) {
+        return false;
+      }
+    }
+    ptr.unsafe_set_device(c10::Device(kAccel, device));
+    return true;
   }
 
 private:

@@ -1,0 +1,416 @@
+// The alias fallback: how every ATen operator without an accel kernel of its
+// own runs on accel (see "The alias fallback" in DESIGN.md).
+//
+// An accel tensor's memory is target-device memory (CUDA memory, or host
+// memory the CPU kernels can address). For each accel tensor argument the
+// fallback builds a new target tensor over the same memory, maps accel
+// devices and generators to their target equivalents, runs the target's own
+// kernel, and maps the results back:
+//
+//   - a result that is one of the target views is the accel argument itself
+//     (in-place and out= ops return their argument);
+//   - a result sharing a target view's storage is a view: a new accel tensor
+//     over the argument's accel storage;
+//   - a fresh result's allocation is adopted as accel memory (no copy), or
+//     copied into accel memory when the runtime cannot adopt it.
+//
+// Arguments the kernel may mutate were given resizable target storage; if the
+// kernel resized or restrided them, the new memory and metadata move back to
+// the accel tensor. Accel tensors are never relabelled in place, so their
+// other views stay accel tensors. The same kernel runs on the same memory, so
+// results are bitwise those of the target device.
+
+#include <csrc/aten/TargetTensor.h>
+#include <csrc/runtime/AccelGenerator.h>
+#include <csrc/runtime/Runtime.h>
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/TensorImpl.h>
+#include <torch/library.h>
+
+#include <optional>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace torch_accel {
+namespace {
+
+constexpr auto kAccel = c10::DeviceType::PrivateUse1;
+
+bool isAccel(const at::Tensor& tensor) {
+  return tensor.defined() && tensor.device().type() == kAccel;
+}
+
+// Operators whose CUDA kernels take index tensors on the CPU and move them
+// themselves; CUDA accepts them, so accel does too.
+bool acceptsCpuTensors(const c10::OperatorName& name) {
+  static const std::string_view ops[] = {
+      "aten::index",
+      "aten::index_put",
+      "aten::index_put_",
+      "aten::_index_put_impl_",
+      "aten::_unsafe_index",
+      "aten::_unsafe_index_put",
+  };
+  for (const auto op : ops) {
+    if (name.name == op) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// One accel tensor argument and the target view standing in for it.
+struct MappedTensor {
+  at::Tensor accel;
+  at::Tensor target;
+  c10::StorageImpl* target_storage; // the storage the target view was created with
+  bool mutable_;
+};
+
+class FallbackCall {
+public:
+  FallbackCall(const c10::OperatorHandle& op, torch::jit::Stack* stack)
+      : op_(op), schema_(op.schema()), stack_(*stack) {}
+
+  void run() {
+    const auto& arguments = schema_.arguments();
+    const size_t begin = stack_.size() - arguments.size();
+    for (size_t i = 0; i < arguments.size(); ++i) {
+      mapArgument(arguments[i], stack_[begin + i]);
+    }
+    resolveDevice();
+    checkDevices();
+    for (const size_t i : default_generator_args_) {
+      stack_[begin + i] = c10::IValue(targetGenerator(defaultAccelGenerator(device_)));
+    }
+
+    const c10::DeviceType target_type = runtime().targetType();
+    const auto target_key = c10::computeDispatchKey(std::nullopt, at::kStrided, targetDevice(device_));
+    TORCH_CHECK_NOT_IMPLEMENTED(
+        op_.hasComputedKernelForDispatchKey(target_key),
+        "The operator '",
+        schema_.operator_name(),
+        "' is not implemented for the accel device: its target device (",
+        c10::DeviceTypeName(target_type, /*lower_case=*/true),
+        ") has no kernel for it.");
+
+    {
+      c10::DeviceGuard device_guard(c10::Device(kAccel, device_));
+      TargetAllocationsAreAccel allocations;
+      op_.redispatchBoxed(c10::DispatchKeySet(target_key), &stack_);
+    }
+
+    for (auto& mapped : inputs_) {
+      if (mapped.mutable_) {
+        syncBack(mapped);
+      }
+    }
+    const size_t results = schema_.returns().size();
+    countResultStorages(results);
+    for (size_t i = stack_.size() - results; i < stack_.size(); ++i) {
+      stack_[i] = mapResult(std::move(stack_[i]));
+    }
+  }
+
+private:
+  // --- Arguments ----------------------------------------------------------
+
+  void mapArgument(const c10::Argument& argument, c10::IValue& value) {
+    const bool is_mutable = argument.alias_info() != nullptr && argument.alias_info()->isWrite();
+    if (value.isTensor()) {
+      value = mapTensor(value.toTensor(), is_mutable);
+    } else if (value.isTensorList()) {
+      auto list = value.toTensorList();
+      c10::List<at::Tensor> mapped;
+      mapped.reserve(list.size());
+      for (const at::Tensor& tensor : list) {
+        mapped.push_back(mapTensor(tensor, is_mutable));
+      }
+      value = mapped;
+    } else if (value.isOptionalTensorList()) {
+      auto list = value.toOptionalTensorList();
+      c10::List<std::optional<at::Tensor>> mapped;
+      mapped.reserve(list.size());
+      for (const std::optional<at::Tensor>& tensor : list) {
+        mapped.push_back(tensor.has_value() ? std::optional<at::Tensor>(mapTensor(*tensor, is_mutable)) : std::nullopt);
+      }
+      value = mapped;
+    } else if (value.isDevice()) {
+      const c10::Device device = value.toDevice();
+      if (device.type() == kAccel) {
+        noteDevice(device.has_index() ? device.index() : currentDevice());
+        value = c10::IValue(targetDevice(device.has_index() ? device.index() : currentDevice()));
+      }
+    } else if (value.isGenerator()) {
+      const at::Generator& generator = value.toGenerator();
+      if (generator.device().type() == kAccel) {
+        value = c10::IValue(targetGenerator(generator));
+      }
+    } else if (value.isNone() && isOptionalGenerator(argument)) {
+      // Without a generator the target kernel would draw from the target
+      // device's default generator; accel has its own.
+      default_generator_args_.push_back(&argument - schema_.arguments().data());
+    }
+  }
+
+  static bool isOptionalGenerator(const c10::Argument& argument) {
+    const auto optional = argument.type()->cast<c10::OptionalType>();
+    return optional && optional->getElementType()->kind() == c10::TypeKind::GeneratorType;
+  }
+
+  at::Tensor mapTensor(const at::Tensor& tensor, bool is_mutable) {
+    if (!tensor.defined()) {
+      return tensor;
+    }
+    if (!isAccel(tensor)) {
+      noteForeignTensor(tensor);
+      return tensor;
+    }
+    TORCH_CHECK_NOT_IMPLEMENTED(
+        tensor.layout() == at::kStrided,
+        "The operator '",
+        schema_.operator_name(),
+        "' got an accel tensor with layout ",
+        tensor.layout(),
+        "; accel supports strided tensors only");
+    noteDevice(tensor.device().index());
+    at::Tensor target = is_mutable ? toResizableTarget(tensor) : toTarget(tensor);
+    inputs_.push_back({tensor, target, target.storage().unsafeGetStorageImpl(), is_mutable});
+    return target;
+  }
+
+  void noteDevice(c10::DeviceIndex index) {
+    if (device_ < 0) {
+      device_ = index;
+    } else if (index != device_ && other_accel_device_ < 0) {
+      other_accel_device_ = index;
+    }
+  }
+
+  void noteForeignTensor(const at::Tensor& tensor) {
+    // CUDA kernels accept CPU scalars (0-dim tensors) next to device tensors.
+    if (tensor.device().is_cpu() && tensor.dim() == 0) {
+      return;
+    }
+    if (!foreign_device_.has_value()) {
+      foreign_device_ = tensor.device();
+    }
+  }
+
+  static c10::DeviceIndex currentDevice() {
+    return c10::impl::getDeviceGuardImpl(kAccel)->getDevice().index();
+  }
+
+  void resolveDevice() {
+    if (device_ < 0) {
+      device_ = currentDevice(); // e.g. a factory that takes no device
+    }
+  }
+
+  void checkDevices() const {
+    TORCH_CHECK(
+        other_accel_device_ < 0,
+        "Expected all tensors to be on the same device, but found at least two devices, accel:",
+        static_cast<int>(device_),
+        " and accel:",
+        static_cast<int>(other_accel_device_),
+        "! (when running ",
+        schema_.operator_name(),
+        ")");
+    // Target kernels cannot tell accel memory from host memory on the host
+    // runtime, so the fallback enforces CUDA's rule on every runtime.
+    TORCH_CHECK(
+        !foreign_device_.has_value() || (foreign_device_->is_cpu() && acceptsCpuTensors(schema_.operator_name())),
+        "Expected all tensors to be on the same device, but found at least two devices, accel:",
+        static_cast<int>(device_),
+        " and ",
+        foreign_device_.value_or(c10::Device(kAccel)),
+        "! (when running ",
+        schema_.operator_name(),
+        ")");
+  }
+
+  // --- Results ------------------------------------------------------------
+
+  // Results that share one fresh storage (say, two views of one buffer) may
+  // adopt it only if nothing else holds it.
+  void countResultStorages(size_t results) {
+    for (size_t i = stack_.size() - results; i < stack_.size(); ++i) {
+      forEachTensor(stack_[i], [&](const at::Tensor& tensor) {
+        if (tensor.defined() && tensor.has_storage()) {
+          ++result_storage_refs_[tensor.storage().unsafeGetStorageImpl()];
+        }
+      });
+    }
+  }
+
+  template <typename Fn>
+  static void forEachTensor(const c10::IValue& value, Fn&& fn) {
+    if (value.isTensor()) {
+      fn(value.toTensor());
+    } else if (value.isTensorList()) {
+      for (const at::Tensor& tensor : value.toTensorList()) {
+        fn(tensor);
+      }
+    }
+  }
+
+  c10::IValue mapResult(c10::IValue value) {
+    if (value.isTensor()) {
+      return mapResultTensor(value.toTensor());
+    }
+    if (value.isTensorList()) {
+      auto list = value.toTensorList();
+      c10::List<at::Tensor> mapped;
+      mapped.reserve(list.size());
+      for (const at::Tensor& tensor : list) {
+        mapped.push_back(mapResultTensor(tensor));
+      }
+      return mapped;
+    }
+    return value;
+  }
+
+  at::Tensor mapResultTensor(const at::Tensor& result) {
+    if (!result.defined() || result.device().type() != runtime().targetType() || !result.has_storage()) {
+      return result; // e.g. a CPU result of a CUDA kernel
+    }
+    for (const auto& mapped : inputs_) {
+      if (result.unsafeGetTensorImpl() == mapped.target.unsafeGetTensorImpl()) {
+        return mapped.accel; // in-place and out= results are the argument
+      }
+    }
+    const c10::StorageImpl* storage = result.storage().unsafeGetStorageImpl();
+    for (const auto& mapped : inputs_) {
+      if (storage == mapped.target.storage().unsafeGetStorageImpl()) {
+        return accelTensor(mapped.accel.storage(), result, /*is_view=*/true);
+      }
+    }
+    return accelTensor(adoptStorage(result.storage()), result, /*is_view=*/false);
+  }
+
+  static at::Tensor accelTensor(c10::Storage storage, const at::Tensor& like, bool is_view) {
+    auto keys = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1);
+    auto impl = is_view
+        ? c10::make_intrusive<c10::TensorImpl>(c10::TensorImpl::VIEW, std::move(storage), keys, like.dtype())
+        : c10::make_intrusive<c10::TensorImpl>(std::move(storage), keys, like.dtype());
+    impl->set_sizes_and_strides(like.sizes(), like.strides(), like.storage_offset());
+    impl->_set_conj(like.is_conj());
+    impl->_set_neg(like.is_neg());
+    return at::Tensor(std::move(impl));
+  }
+
+  c10::Storage adoptStorage(const c10::Storage& target) {
+    c10::StorageImpl* impl = target.unsafeGetStorageImpl();
+    auto found = adopted_.find(impl);
+    if (found != adopted_.end()) {
+      return found->second;
+    }
+    c10::Storage accel = adoptOrCopy(impl);
+    adopted_.emplace(impl, accel);
+    return accel;
+  }
+
+  c10::Storage adoptOrCopy(c10::StorageImpl* target) {
+    const size_t nbytes = target->nbytes();
+    // Owned only by this call's results: the allocation can change hands.
+    if (c10::raw::intrusive_ptr::use_count(target) == result_storage_refs_[target]) {
+      c10::DataPtr data = target->set_data_ptr(c10::DataPtr(nullptr, target->device()));
+      if (runtime().adoptTargetAllocation(data, device_)) {
+        return c10::Storage(
+            c10::Storage::use_byte_size_t(), nbytes, std::move(data), runtime().allocator(), /*resizable=*/true);
+      }
+      target->set_data_ptr(std::move(data));
+    }
+    c10::DeviceGuard device_guard(c10::Device(kAccel, device_));
+    c10::Storage accel(
+        c10::Storage::use_byte_size_t(),
+        nbytes,
+        runtime().allocator()->allocate(nbytes),
+        runtime().allocator(),
+        /*resizable=*/true);
+    if (nbytes > 0) {
+      targetBytes(accel.mutable_data(), nbytes, device_).copy_(bytesOf(target));
+    }
+    return accel;
+  }
+
+  // A 1-D uint8 tensor over all of a target storage.
+  static at::Tensor bytesOf(c10::StorageImpl* storage) {
+    auto impl = c10::make_intrusive<c10::TensorImpl>(
+        c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(storage)),
+        c10::DispatchKeySet(c10::computeDispatchKey(std::nullopt, at::kStrided, storage->device())),
+        caffe2::TypeMeta::Make<uint8_t>());
+    impl->set_sizes_contiguous({static_cast<int64_t>(storage->nbytes())});
+    return at::Tensor(std::move(impl));
+  }
+
+  // A mutated argument whose kernel replaced or resized its storage, or
+  // changed its sizes or strides, passes the change on to the accel tensor.
+  void syncBack(const MappedTensor& mapped) {
+    c10::TensorImpl* accel = mapped.accel.unsafeGetTensorImpl();
+    const at::Tensor& target = mapped.target;
+    c10::StorageImpl* target_storage = target.storage().unsafeGetStorageImpl();
+    if (target_storage != mapped.target_storage) {
+      accel->set_storage_keep_dtype(storageForReplacement(target.storage()));
+    } else if (target_storage->data() != mapped.accel.storage().data() ||
+               target_storage->nbytes() != mapped.accel.storage().nbytes()) {
+      // Resized into new memory: the accel storage (shared by every view of
+      // it) takes the new allocation, as a resize on the target would.
+      c10::DataPtr data = target_storage->set_data_ptr(c10::DataPtr(nullptr, target_storage->device()));
+      const size_t nbytes = target_storage->nbytes();
+      c10::StorageImpl* accel_storage = mapped.accel.storage().unsafeGetStorageImpl();
+      if (data.get() == accel_storage->data()) {
+        // Same memory, only the byte count changed (a shrink).
+        accel_storage->set_nbytes(nbytes);
+      } else {
+        TORCH_INTERNAL_ASSERT(
+            runtime().adoptTargetAllocation(data, device_),
+            "accel: the kernel of ",
+            schema_.operator_name(),
+            " resized an argument into memory accel cannot adopt");
+        accel_storage->set_data_ptr_noswap(std::move(data));
+        accel_storage->set_nbytes(nbytes);
+      }
+    }
+    if (target.sizes() != mapped.accel.sizes() || target.strides() != mapped.accel.strides() ||
+        target.storage_offset() != mapped.accel.storage_offset()) {
+      accel->set_sizes_and_strides(target.sizes(), target.strides(), target.storage_offset());
+    }
+  }
+
+  c10::Storage storageForReplacement(const c10::Storage& target) {
+    for (const auto& mapped : inputs_) {
+      if (target.unsafeGetStorageImpl() == mapped.target_storage) {
+        return mapped.accel.storage();
+      }
+    }
+    return adoptOrCopy(target.unsafeGetStorageImpl());
+  }
+
+  const c10::OperatorHandle& op_;
+  const c10::FunctionSchema& schema_;
+  torch::jit::Stack& stack_;
+
+  std::vector<MappedTensor> inputs_;
+  std::vector<size_t> default_generator_args_;
+  c10::DeviceIndex device_ = -1;
+  c10::DeviceIndex other_accel_device_ = -1;
+  std::optional<c10::Device> foreign_device_;
+  std::unordered_map<const c10::StorageImpl*, size_t> result_storage_refs_;
+  std::unordered_map<const c10::StorageImpl*, c10::Storage> adopted_;
+};
+
+void aliasFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  FallbackCall(op, stack).run();
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&aliasFallback>());
+}
+
+} // namespace
+} // namespace torch_accel
