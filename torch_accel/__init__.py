@@ -19,6 +19,29 @@ import torch
 from . import _C
 from ._lazy import DeferredAccelCallError, _is_in_bad_fork, _lazy_call, _lazy_init, init, is_initialized
 from ._utils import DeviceLike, _get_device_index
+from .memory import (
+    empty_cache,
+    max_memory_allocated,
+    max_memory_reserved,
+    mem_get_info,
+    memory_allocated,
+    memory_reserved,
+    memory_stats,
+    memory_stats_as_nested_dict,
+    reset_accumulated_memory_stats,
+    reset_peak_memory_stats,
+)
+from .random import (
+    get_rng_state,
+    get_rng_state_all,
+    initial_seed,
+    manual_seed,
+    manual_seed_all,
+    seed,
+    seed_all,
+    set_rng_state,
+    set_rng_state_all,
+)
 from .streams import (
     Event,
     Stream,
@@ -36,19 +59,39 @@ __all__ = [
     "StreamContext",
     "current_device",
     "current_stream",
+    "default_generators",
     "default_stream",
     "device",
     "device_count",
     "device_of",
+    "empty_cache",
     "get_device_capability",
     "get_device_name",
     "get_device_properties",
+    "get_rng_state",
+    "get_rng_state_all",
     "init",
+    "initial_seed",
     "is_available",
     "is_bf16_supported",
     "is_initialized",
+    "manual_seed",
+    "manual_seed_all",
+    "max_memory_allocated",
+    "max_memory_reserved",
+    "mem_get_info",
+    "memory_allocated",
+    "memory_reserved",
+    "memory_stats",
+    "memory_stats_as_nested_dict",
+    "reset_accumulated_memory_stats",
+    "reset_peak_memory_stats",
     "runtime",
+    "seed",
+    "seed_all",
     "set_device",
+    "set_rng_state",
+    "set_rng_state_all",
     "set_stream",
     "stream",
     "synchronize",
@@ -198,6 +241,15 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
     if including_emulation:
         return True
     return "BFloat16" in _C._supported_dtypes(current_device())
+
+
+def __getattr__(name: str) -> Any:
+    # default_generators is filled in at initialisation (as torch.cuda's).
+    if name == "default_generators":
+        from . import _lazy
+
+        return _lazy.default_generators
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _register() -> None:

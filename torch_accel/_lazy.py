@@ -17,6 +17,12 @@ _initialized = False
 _tls = threading.local()
 _initialization_lock = threading.Lock()
 _queued_calls: list[tuple[Callable[[], Any], list[str]]] = []
+# As torch.cuda: only the latest manual_seed / manual_seed_all queued before
+# initialisation matters, so each is kept in a slot instead of the queue.
+_queued_seed_call: tuple[Callable[[], Any], list[str]] | None = None
+_queued_seed_all_call: tuple[Callable[[], Any], list[str]] | None = None
+# Per-device default generators (torch.Generator objects), set at init.
+default_generators: tuple[Any, ...] = ()
 
 
 class DeferredAccelCallError(Exception):
@@ -33,13 +39,24 @@ def is_initialized() -> bool:
     return _initialized and not _is_in_bad_fork()
 
 
-def _lazy_call(callable: Callable[[], Any], **kwargs: Any) -> None:
-    """Run ``callable`` now if accel is initialised, else queue it for initialisation."""
+def _lazy_call(callable: Callable[[], Any], seed: bool = False, seed_all: bool = False) -> None:
+    """Run ``callable`` now if accel is initialised, else queue it for initialisation.
+
+    ``seed``/``seed_all`` mark seeding calls, of which only the latest of each
+    kind runs (seed_all first, then seed), as in torch.cuda.
+    """
+    global _queued_seed_call, _queued_seed_all_call
     with _initialization_lock:
         if is_initialized():
             callable()
             return
-        _queued_calls.append((callable, traceback.format_stack()))
+        entry = (callable, traceback.format_stack())
+        if seed_all:
+            _queued_seed_all_call = entry
+        elif seed:
+            _queued_seed_call = entry
+        else:
+            _queued_calls.append(entry)
 
 
 def init() -> None:
@@ -54,7 +71,7 @@ def init() -> None:
 
 
 def _lazy_init() -> None:
-    global _initialized
+    global _initialized, default_generators, _queued_seed_call, _queued_seed_all_call
     if is_initialized() or hasattr(_tls, "is_initializing"):
         return
     with _initialization_lock:
@@ -63,11 +80,13 @@ def _lazy_init() -> None:
             return
         # Raises for a forked child, a missing device, a bad configuration.
         _C._init()
+        default_generators = tuple(_C._default_generator(i) for i in range(_C._device_count()))
         # Queued calls may call accel functions that would re-enter here; the
         # flag lets them through (this thread holds the lock).
         _tls.is_initializing = True
         try:
-            for queued_call, origin in _queued_calls:
+            seeds = [c for c in (_queued_seed_all_call, _queued_seed_call) if c is not None]
+            for queued_call, origin in seeds + _queued_calls:
                 try:
                     queued_call()
                 except Exception as e:
@@ -77,6 +96,7 @@ def _lazy_init() -> None:
                     )
                     raise DeferredAccelCallError(msg) from e
             _queued_calls.clear()
+            _queued_seed_call = _queued_seed_all_call = None
         finally:
             delattr(_tls, "is_initializing")
         _initialized = True

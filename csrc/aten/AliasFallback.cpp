@@ -100,6 +100,10 @@ public:
     {
       c10::DeviceGuard device_guard(c10::Device(kAccel, device_));
       TargetAllocationsAreAccel allocations;
+      std::optional<TargetDefaultGeneratorAsAccel> random_state;
+      if (drawsFromDefaultGenerator()) {
+        random_state.emplace(device_);
+      }
       op_.redispatchBoxed(c10::DispatchKeySet(target_key), &stack_);
     }
 
@@ -154,6 +158,20 @@ private:
       // device's default generator; accel has its own.
       default_generator_args_.push_back(&argument - schema_.arguments().data());
     }
+  }
+
+  // A random operator without a generator argument.
+  bool drawsFromDefaultGenerator() const {
+    if (!op_.hasTag(at::Tag::nondeterministic_seeded)) {
+      return false;
+    }
+    for (const auto& argument : schema_.arguments()) {
+      const auto& type = argument.type();
+      if (type->kind() == c10::TypeKind::GeneratorType || isOptionalGenerator(argument)) {
+        return false;
+      }
+    }
+    return true;
   }
 
   static bool isOptionalGenerator(const c10::Argument& argument) {

@@ -3,12 +3,14 @@
 // themselves are PyTorch's generic torch.Stream / torch.Event, which reach the
 // runtime through the PrivateUse1 device guard.
 
+#include <csrc/runtime/AccelGenerator.h>
 #include <csrc/runtime/Runtime.h>
 
 #include <ATen/Context.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/csrc/Event.h>
+#include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/device_lazy_init.h>
 #include <torch/csrc/utils/pybind.h>
 
@@ -64,6 +66,50 @@ py::dict toDict(const DeviceProperties& p) {
   out["L2_cache_size"] = p.l2_cache_size;
   out["uuid"] = p.uuid;
   return out;
+}
+
+// DeviceStats as the nested dict torch.cuda.memory_stats flattens.
+py::dict statsToDict(const c10::CachingDeviceAllocator::DeviceStats& stats) {
+  const auto stat = [](const c10::CachingAllocator::Stat& s) {
+    py::dict d;
+    d["current"] = s.current;
+    d["peak"] = s.peak;
+    d["allocated"] = s.allocated;
+    d["freed"] = s.freed;
+    return d;
+  };
+  const auto array = [&](const c10::CachingAllocator::StatArray& a) {
+    using Type = c10::CachingAllocator::StatType;
+    py::dict d;
+    d["all"] = stat(a[static_cast<size_t>(Type::AGGREGATE)]);
+    d["small_pool"] = stat(a[static_cast<size_t>(Type::SMALL_POOL)]);
+    d["large_pool"] = stat(a[static_cast<size_t>(Type::LARGE_POOL)]);
+    return d;
+  };
+  py::dict d;
+  d["allocation"] = array(stats.allocation);
+  d["segment"] = array(stats.segment);
+  d["active"] = array(stats.active);
+  d["inactive_split"] = array(stats.inactive_split);
+  d["allocated_bytes"] = array(stats.allocated_bytes);
+  d["reserved_bytes"] = array(stats.reserved_bytes);
+  d["active_bytes"] = array(stats.active_bytes);
+  d["inactive_split_bytes"] = array(stats.inactive_split_bytes);
+  d["requested_bytes"] = array(stats.requested_bytes);
+  d["num_alloc_retries"] = stats.num_alloc_retries;
+  d["num_ooms"] = stats.num_ooms;
+  d["oversize_allocations"] = stat(stats.oversize_allocations);
+  d["oversize_segments"] = stat(stats.oversize_segments);
+  d["num_sync_all_streams"] = stats.num_sync_all_streams;
+  d["num_device_alloc"] = stats.num_device_alloc;
+  d["num_device_free"] = stats.num_device_free;
+  d["max_split_size"] = stats.max_split_size;
+  return d;
+}
+
+c10::DeviceAllocator* allocatorFor(c10::DeviceIndex device) {
+  checkDeviceIndex(device);
+  return runtime().allocator();
 }
 
 } // namespace
@@ -156,4 +202,18 @@ PYBIND11_MODULE(_C, m) {
     return start_event.elapsedTime(end_event);
   });
   m.def("_stream_priority_range", [] { return runtime().streamPriorityRange(); });
+
+  // Memory (the device allocator's statistics, per accel device).
+  m.def("_memory_stats", [](c10::DeviceIndex device) { return statsToDict(allocatorFor(device)->getDeviceStats(device)); });
+  m.def("_reset_peak_memory_stats", [](c10::DeviceIndex device) { allocatorFor(device)->resetPeakStats(device); });
+  m.def("_reset_accumulated_memory_stats", [](c10::DeviceIndex device) {
+    allocatorFor(device)->resetAccumulatedStats(device);
+  });
+  m.def("_empty_cache", [] { runtime().allocator()->emptyCache(); });
+  m.def("_mem_get_info", [](c10::DeviceIndex device) { return allocatorFor(device)->getMemoryInfo(device); });
+
+  // Random number generators.
+  m.def("_default_generator", [](c10::DeviceIndex device) {
+    return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(defaultAccelGenerator(device)));
+  });
 }

@@ -1,6 +1,8 @@
 #include <csrc/runtime/AccelGenerator.h>
 #include <csrc/runtime/Runtime.h>
 
+#include <ATen/Context.h>
+
 #include <array>
 #include <memory>
 #include <mutex>
@@ -91,6 +93,29 @@ const at::Generator& targetGenerator(const at::Generator& accel) {
   auto* impl = dynamic_cast<AccelGeneratorImpl*>(accel.unsafeGetGeneratorImpl());
   TORCH_CHECK(impl != nullptr, "Expected an accel generator, got one for ", accel.device());
   return impl->target();
+}
+
+TargetDefaultGeneratorAsAccel::TargetDefaultGeneratorAsAccel(c10::DeviceIndex device)
+    : target_default_(at::globalContext().defaultGenerator(targetDevice(device))),
+      accel_target_(targetGenerator(defaultAccelGenerator(device))) {
+  auto accel_state = withTargetLock(accel_target_, [](c10::GeneratorImpl* impl) { return impl->get_state(); });
+  withTargetLock(target_default_, [&](c10::GeneratorImpl* impl) {
+    saved_state_ = impl->get_state();
+    impl->set_state(*accel_state);
+  });
+}
+
+TargetDefaultGeneratorAsAccel::~TargetDefaultGeneratorAsAccel() {
+  try {
+    auto advanced = withTargetLock(target_default_, [&](c10::GeneratorImpl* impl) {
+      auto state = impl->get_state();
+      impl->set_state(*saved_state_);
+      return state;
+    });
+    withTargetLock(accel_target_, [&](c10::GeneratorImpl* impl) { impl->set_state(*advanced); });
+  } catch (const std::exception& e) {
+    TORCH_WARN("accel: could not hand the random state back from the target's default generator: ", e.what());
+  }
 }
 
 } // namespace torch_accel

@@ -49,4 +49,23 @@ at::Generator newAccelGenerator(c10::DeviceIndex device);
 // The target generator behind an accel one.
 const at::Generator& targetGenerator(const at::Generator& accel);
 
+// Some random operators take no generator argument and draw from the target
+// device's default generator (native_dropout, fused attention with dropout).
+// While this scope lives, that generator carries the state of accel:
+// `device`'s default generator, which gets the advanced state back at the
+// end; the target's own state is restored. Not atomic with respect to other
+// threads using the target's default generator at the same time.
+class TargetDefaultGeneratorAsAccel {
+public:
+  explicit TargetDefaultGeneratorAsAccel(c10::DeviceIndex device);
+  ~TargetDefaultGeneratorAsAccel();
+  TargetDefaultGeneratorAsAccel(const TargetDefaultGeneratorAsAccel&) = delete;
+  TargetDefaultGeneratorAsAccel& operator=(const TargetDefaultGeneratorAsAccel&) = delete;
+
+private:
+  at::Generator target_default_;
+  at::Generator accel_target_;
+  c10::intrusive_ptr<c10::TensorImpl> saved_state_;
+};
+
 } // namespace torch_accel
