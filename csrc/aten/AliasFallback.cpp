@@ -20,6 +20,7 @@
 // other views stay accel tensors. The same kernel runs on the same memory, so
 // results are bitwise those of the target device.
 
+#include <csrc/aten/AliasFallback.h>
 #include <csrc/aten/TargetTensor.h>
 #include <csrc/runtime/AccelGenerator.h>
 #include <csrc/runtime/Runtime.h>
@@ -29,6 +30,10 @@
 #include <c10/core/TensorImpl.h>
 #include <torch/library.h>
 
+#include <atomic>
+#include <deque>
+#include <mutex>
+#include <string>
 #include <optional>
 #include <string_view>
 #include <unordered_map>
@@ -104,7 +109,20 @@ public:
       if (drawsFromDefaultGenerator()) {
         random_state.emplace(device_);
       }
-      op_.redispatchBoxed(c10::DispatchKeySet(target_key), &stack_);
+      try {
+        op_.redispatchBoxed(c10::DispatchKeySet(target_key), &stack_);
+      } catch (const c10::OutOfMemoryError& e) {
+        // The target's allocator names the target device; say which accel device it is.
+        TORCH_CHECK_WITH(
+            OutOfMemoryError,
+            false,
+            "accel:",
+            static_cast<int>(device_),
+            " out of memory while running ",
+            schema_.operator_name(),
+            ": ",
+            e.what_without_backtrace());
+      }
     }
 
     for (auto& mapped : inputs_) {
@@ -304,17 +322,23 @@ private:
     const c10::StorageImpl* storage = result.storage().unsafeGetStorageImpl();
     for (const auto& mapped : inputs_) {
       if (storage == mapped.target.storage().unsafeGetStorageImpl()) {
-        return accelTensor(mapped.accel.storage(), result, /*is_view=*/true);
+        // A view keeps its base's keys (autograd, or none for an inference
+        // tensor) but not its lazy conjugation or negation bits.
+        const auto keys = mapped.accel.key_set().remove(c10::DispatchKey::Conjugate).remove(c10::DispatchKey::Negative);
+        return withMetadataOf(
+            result,
+            c10::make_intrusive<c10::TensorImpl>(
+                c10::TensorImpl::VIEW, c10::Storage(mapped.accel.storage()), keys, result.dtype()));
       }
     }
-    return accelTensor(adoptStorage(result.storage()), result, /*is_view=*/false);
+    // The constructor adds autograd keys (unless in inference mode).
+    return withMetadataOf(
+        result,
+        c10::make_intrusive<c10::TensorImpl>(
+            adoptStorage(result.storage()), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), result.dtype()));
   }
 
-  static at::Tensor accelTensor(c10::Storage storage, const at::Tensor& like, bool is_view) {
-    auto keys = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1);
-    auto impl = is_view
-        ? c10::make_intrusive<c10::TensorImpl>(c10::TensorImpl::VIEW, std::move(storage), keys, like.dtype())
-        : c10::make_intrusive<c10::TensorImpl>(std::move(storage), keys, like.dtype());
+  static at::Tensor withMetadataOf(const at::Tensor& like, c10::intrusive_ptr<c10::TensorImpl> impl) {
     impl->set_sizes_and_strides(like.sizes(), like.strides(), like.storage_offset());
     impl->_set_conj(like.is_conj());
     impl->_set_neg(like.is_neg());
@@ -338,32 +362,26 @@ private:
     if (c10::raw::intrusive_ptr::use_count(target) == result_storage_refs_[target]) {
       c10::DataPtr data = target->set_data_ptr(c10::DataPtr(nullptr, target->device()));
       if (runtime().adoptTargetAllocation(data, device_)) {
-        return c10::Storage(
-            c10::Storage::use_byte_size_t(), nbytes, std::move(data), runtime().allocator(), /*resizable=*/true);
+        return accelStorage(std::move(data), nbytes);
       }
       target->set_data_ptr(std::move(data));
     }
-    c10::DeviceGuard device_guard(c10::Device(kAccel, device_));
-    c10::Storage accel(
-        c10::Storage::use_byte_size_t(),
-        nbytes,
-        runtime().allocator()->allocate(nbytes),
-        runtime().allocator(),
-        /*resizable=*/true);
-    if (nbytes > 0) {
-      targetBytes(accel.mutable_data(), nbytes, device_).copy_(bytesOf(target));
-    }
-    return accel;
+    return accelStorage(copyToAccel(target->data(), nbytes), nbytes);
   }
 
-  // A 1-D uint8 tensor over all of a target storage.
-  static at::Tensor bytesOf(c10::StorageImpl* storage) {
-    auto impl = c10::make_intrusive<c10::TensorImpl>(
-        c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(storage)),
-        c10::DispatchKeySet(c10::computeDispatchKey(std::nullopt, at::kStrided, storage->device())),
-        caffe2::TypeMeta::Make<uint8_t>());
-    impl->set_sizes_contiguous({static_cast<int64_t>(storage->nbytes())});
-    return at::Tensor(std::move(impl));
+  static c10::Storage accelStorage(c10::DataPtr data, size_t nbytes) {
+    return c10::Storage(
+        c10::Storage::use_byte_size_t(), nbytes, std::move(data), runtime().allocator(), /*resizable=*/true);
+  }
+
+  // New accel memory holding a copy of `nbytes` of target memory at `data`.
+  c10::DataPtr copyToAccel(const void* data, size_t nbytes) const {
+    c10::DeviceGuard device_guard(c10::Device(kAccel, device_));
+    c10::DataPtr accel = runtime().allocator()->allocate(nbytes);
+    if (nbytes > 0) {
+      targetBytes(accel.get(), nbytes, device_).copy_(targetBytes(const_cast<void*>(data), nbytes, device_));
+    }
+    return accel;
   }
 
   // A mutated argument whose kernel replaced or resized its storage, or
@@ -385,11 +403,9 @@ private:
         // Same memory, only the byte count changed (a shrink).
         accel_storage->set_nbytes(nbytes);
       } else {
-        TORCH_INTERNAL_ASSERT(
-            runtime().adoptTargetAllocation(data, device_),
-            "accel: the kernel of ",
-            schema_.operator_name(),
-            " resized an argument into memory accel cannot adopt");
+        if (!runtime().adoptTargetAllocation(data, device_)) {
+          data = copyToAccel(data.get(), nbytes);
+        }
         accel_storage->set_data_ptr_noswap(std::move(data));
         accel_storage->set_nbytes(nbytes);
       }
@@ -422,13 +438,85 @@ private:
   std::unordered_map<const c10::StorageImpl*, c10::Storage> adopted_;
 };
 
+std::atomic<uint64_t> fallbackCalls{0};
+
 void aliasFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  FallbackCall(op, stack).run();
+  runOnTarget(op, stack);
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&aliasFallback>());
 }
 
+// Operators that must keep their composite kernel on accel: they move data
+// between devices or manage storage, which the fallback's same-device rule
+// and memory model do not describe.
+bool keepsCompositeKernel(std::string_view name) {
+  static const std::string_view ops[] = {
+      "aten::copy_",
+      "aten::_to_copy",
+      "aten::to",
+      "aten::_pin_memory",
+      "aten::is_pinned",
+      "aten::pin_memory",
+      "aten::lift",
+      "aten::lift_fresh",
+      "aten::lift_fresh_copy",
+      "aten::resize_as_",
+      "aten::_has_same_storage_numel",
+      "aten::set_",
+  };
+  for (const auto op : ops) {
+    if (name == op) {
+      return true;
+    }
+  }
+  return name.rfind("aten::empty", 0) == 0 || name.rfind("aten::new_", 0) == 0;
+}
+
 } // namespace
+
+void runOnTarget(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  fallbackCalls.fetch_add(1, std::memory_order_relaxed);
+  FallbackCall(op, stack).run();
+}
+
+void preferTargetKernels() {
+  // Many operators have both target kernels and a CompositeExplicitAutograd
+  // kernel, which PrivateUse1 would otherwise get: a decomposition (slower,
+  // and for some, like native_layer_norm, not bitwise the target's result) or
+  // a functional wrapper around the out= variant. Route them to the target's
+  // own kernel through the fallback instead.
+  static std::once_flag registered;
+  std::call_once(registered, [] {
+    const auto target_key = c10::computeDispatchKey(std::nullopt, at::kStrided, targetDevice(0));
+    static torch::Library library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+    auto& dispatcher = c10::Dispatcher::singleton();
+    for (const auto& name : dispatcher.getAllOpNames()) {
+      if (name.getNamespace() != std::optional<std::string_view>("aten")) {
+        continue;
+      }
+      const auto op = dispatcher.findOp(name);
+      if (!op.has_value() || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) ||
+          !op->hasKernelForDispatchKey(target_key)) {
+        continue;
+      }
+      const bool composite = op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
+          op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
+      const std::string full_name = c10::toString(name);
+      if (!composite || keepsCompositeKernel(name.name)) {
+        continue;
+      }
+      // The library keeps pointers to the names it registers.
+      static std::deque<std::string> names;
+      names.push_back(full_name.substr(std::string_view("aten::").size()));
+      library.impl(names.back().c_str(), torch::CppFunction::makeFromBoxedFunction<&aliasFallback>());
+    }
+  });
+}
+
+uint64_t aliasFallbackCalls() {
+  return fallbackCalls.load(std::memory_order_relaxed);
+}
+
 } // namespace torch_accel

@@ -29,5 +29,21 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
 }
 
+// copy_ leaves lazily conjugated or negated sources to the kernel that does
+// the copying, and so do these: the target's copy_ resolves the bits (target
+// views carry them). Without this, the conjugate/negative fallbacks would
+// resolve a source by cloning it, which copies through _copy_from again,
+// forever. Only out-of-tree backends reach _copy_from, so CPU and CUDA
+// copies are unaffected.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
 } // namespace
 } // namespace torch_accel

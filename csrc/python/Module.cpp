@@ -3,6 +3,7 @@
 // themselves are PyTorch's generic torch.Stream / torch.Event, which reach the
 // runtime through the PrivateUse1 device guard.
 
+#include <csrc/aten/AliasFallback.h>
 #include <csrc/runtime/AccelGenerator.h>
 #include <csrc/runtime/Runtime.h>
 
@@ -129,6 +130,7 @@ PYBIND11_MODULE(_C, m) {
         "you must use the 'spawn' start method");
     checkDeviceAvailable();
     at::globalContext().lazyInitDevice(kAccel);
+    preferTargetKernels();
     // A child forked after this point finds accel poisoned and, on its next
     // accel factory call, goes through torch.accel._lazy_init again (and fails).
     torch::utils::register_fork_handler_for_device_init(kAccel);
@@ -211,6 +213,8 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_empty_cache", [] { runtime().allocator()->emptyCache(); });
   m.def("_mem_get_info", [](c10::DeviceIndex device) { return allocatorFor(device)->getMemoryInfo(device); });
+
+  m.def("_alias_fallback_calls", [] { return aliasFallbackCalls(); });
 
   // Random number generators.
   m.def("_default_generator", [](c10::DeviceIndex device) {

@@ -8,13 +8,24 @@
 
 #include <c10/cuda/CUDACachingAllocator.h>
 
+#include <cuda_runtime_api.h>
+
 namespace torch_accel {
 namespace {
 
 class CudaAllocator final : public c10::DeviceAllocator {
 public:
   c10::DataPtr allocate(size_t nbytes) override {
-    c10::DataPtr data_ptr = cuda()->allocate(nbytes);
+    c10::DataPtr data_ptr;
+    try {
+      data_ptr = cuda()->allocate(nbytes);
+    } catch (const c10::OutOfMemoryError& e) {
+      // CUDA's message names cuda:N; accel users need to see accel:N.
+      int device = 0;
+      cudaGetDevice(&device);
+      TORCH_CHECK_WITH(
+          OutOfMemoryError, false, "accel:", device, " (cuda:", device, ") out of memory: ", e.what_without_backtrace());
+    }
     data_ptr.unsafe_set_device(c10::Device(c10::DeviceType::PrivateUse1, data_ptr.device().index()));
     return data_ptr;
   }

@@ -295,7 +295,7 @@ public:
   }
 
   c10::Allocator* targetAllocator() const override {
-    return c10::GetCPUAllocator();
+    return hostTargetAllocator();
   }
 
   c10::Allocator* pinnedAllocator() const override {

@@ -56,10 +56,10 @@ public:
   }
 };
 
-void install() {
+HostTargetAllocator* install() {
+  static HostTargetAllocator allocator;
   static std::once_flag installed;
   std::call_once(installed, [] {
-    static HostTargetAllocator allocator;
     baseAllocator = c10::GetCPUAllocator();
     baseRawDeleter = baseAllocator->raw_deleter();
     // A priority above the default allocator's; an allocator registered
@@ -67,9 +67,14 @@ void install() {
     // results instead of adopting them (see adoptTargetAllocation).
     c10::SetCPUAllocator(&allocator, /*priority=*/100);
   });
+  return &allocator;
 }
 
 } // namespace
+
+c10::Allocator* hostTargetAllocator() {
+  return install();
+}
 
 bool exchangeCpuAllocationsAreAccel(bool enabled) noexcept {
   if (enabled && !cpuAllocationsAreAccel) {

@@ -1,0 +1,305 @@
+"""The alias fallback: every ATen operator runs on accel through the target's
+kernel over the same memory, with results bitwise equal to the target's."""
+
+import pytest
+import torch
+
+import torch_accel
+
+
+def to_accel(value, device="accel"):
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, (list, tuple)):
+        return type(value)(to_accel(v, device) for v in value)
+    return value
+
+
+def to_target(value, target):
+    if isinstance(value, torch.Tensor):
+        return value.to(target)
+    if isinstance(value, (list, tuple)):
+        return type(value)(to_target(v, target) for v in value)
+    return value
+
+
+def assert_bitwise(accel_result, target_result, target):
+    if isinstance(target_result, (list, tuple)):
+        assert len(accel_result) == len(target_result)
+        for a, t in zip(accel_result, target_result):
+            assert_bitwise(a, t, target)
+        return
+    if not isinstance(target_result, torch.Tensor):
+        assert accel_result == target_result
+        return
+    assert accel_result.device.type == "accel", accel_result.device
+    assert accel_result.dtype == target_result.dtype
+    assert accel_result.shape == target_result.shape
+    assert accel_result.stride() == target_result.stride()
+    torch.testing.assert_close(accel_result.to(target), target_result, rtol=0, atol=0, equal_nan=True)
+
+
+def fallback_calls() -> int:
+    return torch_accel._C._alias_fallback_calls()
+
+
+OPS = {
+    "add": lambda x, y: x + y,
+    "mul_scalar": lambda x, y: x * 3.5,
+    "div": lambda x, y: x / (y.abs() + 1),
+    "relu": lambda x, y: torch.relu(x),
+    "gelu": lambda x, y: torch.nn.functional.gelu(x),
+    "exp": lambda x, y: x.exp(),
+    "sum": lambda x, y: x.sum(),
+    "sum_dim": lambda x, y: x.sum(dim=1, keepdim=True),
+    "mean": lambda x, y: x.mean(0),
+    "var": lambda x, y: x.var(1),
+    "matmul": lambda x, y: x @ y.t(),
+    "bmm": lambda x, y: torch.bmm(x.unsqueeze(0), y.t().unsqueeze(0)),
+    "softmax": lambda x, y: torch.softmax(x, -1),
+    "log_softmax": lambda x, y: torch.log_softmax(x, 0),
+    "layer_norm": lambda x, y: torch.nn.functional.layer_norm(x, (x.shape[-1],)),
+    "where": lambda x, y: torch.where(x > 0, x, y),
+    "clamp": lambda x, y: x.clamp(-0.5, 0.5),
+    "cat": lambda x, y: torch.cat([x, y], 1),
+    "stack": lambda x, y: torch.stack([x, y]),
+    "cumsum": lambda x, y: x.cumsum(1),
+    "sort": lambda x, y: torch.sort(x, dim=1),
+    "topk": lambda x, y: torch.topk(x, 3),
+    "max_dim": lambda x, y: x.max(dim=0),
+    "argmax": lambda x, y: x.argmax(),
+    "eq": lambda x, y: x == y,
+    "to_half": lambda x, y: x.half(),
+    "to_int": lambda x, y: (x * 10).long(),
+    "nonzero": lambda x, y: (x > 0).nonzero(),
+    "unique": lambda x, y: torch.unique((x * 3).round(), return_counts=True),
+    "masked_select": lambda x, y: x.masked_select(y > 0),
+    "index_select": lambda x, y: x.index_select(1, (y[0] > 0).nonzero().flatten()),
+    "gather": lambda x, y: x.gather(1, (y.abs() * 2).long().clamp(max=4)),
+    "conv1d": lambda x, y: torch.nn.functional.conv1d(x.unsqueeze(0), y[:2, :3].unsqueeze(1).repeat(1, 6, 1)),
+    "embedding": lambda x, y: torch.nn.functional.embedding((y.abs() * 2).long().clamp(max=3), x),
+    "split": lambda x, y: torch.split(x, 2, dim=1),
+    "chunk_then_add": lambda x, y: [c + 1 for c in x.chunk(2)],
+    "foreach_add": lambda x, y: torch._foreach_add([x, y], [y, x]),
+    "complex_conj_matmul": lambda x, y: torch.complex(x, y).conj() @ torch.complex(y, x).t(),
+    "neg_view_mul": lambda x, y: torch.complex(x, y).conj().imag * 2,
+    "flip": lambda x, y: x.flip(0),
+    "roll": lambda x, y: x.roll(2, 1),
+    "triu": lambda x, y: x.triu(1),
+    "linalg_vector_norm": lambda x, y: torch.linalg.vector_norm(x, dim=1),
+    "cdist": lambda x, y: torch.cdist(x, y),
+    "pad": lambda x, y: torch.nn.functional.pad(x, (1, 2)),
+    "interpolate": lambda x, y: torch.nn.functional.interpolate(x[None, None], scale_factor=2, mode="bilinear"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_op_bitwise_equal_to_target(name, target):
+    torch.manual_seed(0)
+    x, y = torch.randn(6, 5, device=target), torch.randn(6, 5, device=target)
+    expected = OPS[name](x, y)
+    result = OPS[name](to_accel(x), to_accel(y))
+    assert_bitwise(result, expected, target)
+
+
+def test_inplace_returns_the_argument_and_updates_its_views(target):
+    base = torch.randn(4, 4, device="accel")
+    reference = base.to(target)
+    row = base[1]
+    result = base.mul_(2).add_(1)
+    assert result is base
+    reference.mul_(2).add_(1)
+    assert torch.equal(base.to(target), reference)
+    assert torch.equal(row.to(target), reference[1])
+    # In-place on a strided view writes through to the base.
+    column = base[:, 2]
+    column.zero_()
+    assert torch.equal(base[:, 2].cpu(), torch.zeros(4))
+
+
+def test_out_variant_resizes_an_empty_out(target):
+    x = torch.randn(3, 4, device="accel")
+    out = torch.empty(0, device="accel")
+    result = torch.mul(x, 2, out=out)
+    assert result is out
+    assert out.shape == (3, 4) and out.device == x.device
+    assert torch.equal(out.to(target), x.to(target) * 2)
+    # A second call with the right size reuses the memory.
+    pointer = out.data_ptr()
+    torch.add(x, 1, out=out)
+    assert out.data_ptr() == pointer
+    assert torch.equal(out.to(target), x.to(target) + 1)
+
+
+def test_out_variant_with_tuple_outs(target):
+    x = torch.randn(5, 3, device="accel")
+    values, indices = torch.empty(0, device="accel"), torch.empty(0, dtype=torch.long, device="accel")
+    result = torch.max(x, 0, out=(values, indices))
+    assert result[0] is values and result[1] is indices
+    expected = torch.max(x.to(target), 0)
+    assert torch.equal(values.to(target), expected.values)
+    assert torch.equal(indices.to(target), expected.indices)
+
+
+def test_kernel_view_results_share_accel_storage():
+    x = torch.arange(12.0, device="accel")
+    before = fallback_calls()
+    windows = x.unfold(0, 4, 2)  # a view op with backend kernels
+    assert fallback_calls() - before <= 1
+    assert windows.device == x.device
+    assert windows.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+    x.add_(100)
+    assert torch.equal(windows.cpu(), (torch.arange(12.0) + 100).unfold(0, 4, 2))
+
+
+def test_views_and_metadata_ops_never_reach_the_fallback():
+    x = torch.randn(4, 6, device="accel")
+    before = fallback_calls()
+    views = [
+        x.view(24),
+        x.reshape(6, 4),
+        x.t(),
+        x.transpose(0, 1),
+        x.permute(1, 0),
+        x[1:3, ::2],
+        x[0],
+        x.select(1, 2),
+        x.narrow(1, 1, 2),
+        x.unsqueeze(0).squeeze(0),
+        x.expand(2, 4, 6),
+        x.detach(),
+        x.flatten(),
+        x.unflatten(1, (2, 3)),
+        x.as_strided((2, 2), (1, 4)),
+        x.view(torch.int32),
+        x.real,
+    ]
+    shapes = [v.shape for v in views]
+    sizes = (x.size(), x.stride(), x.storage_offset(), x.dim(), x.numel(), x.is_contiguous(), x.dtype, x.device)
+    assert fallback_calls() == before
+    assert all(v.device == x.device for v in views) and shapes and sizes
+
+
+def test_tensor_optional_list_arguments(target):
+    x = torch.zeros(4, 5, device="accel")
+    rows = torch.tensor([0, 2], device="accel")
+    x[rows, 1:3] = 7.0
+    expected = torch.zeros(4, 5, device=target)
+    expected[torch.tensor([0, 2], device=target), 1:3] = 7.0
+    assert torch.equal(x.to(target), expected)
+    # index_put_ with None in the index list (a Tensor?[] argument)
+    y = torch.zeros(3, 4, device="accel")
+    torch.ops.aten.index_put_(y, [None, torch.tensor([1, 3], device="accel")], torch.tensor(5.0, device="accel"))
+    assert torch.equal(y.cpu()[:, [1, 3]], torch.full((3, 2), 5.0))
+
+
+def test_cpu_index_tensors_are_accepted_as_cuda_accepts_them():
+    x = torch.arange(10.0, device="accel")
+    assert torch.equal(x[torch.tensor([1, 5])].cpu(), torch.tensor([1.0, 5.0]))
+
+
+def test_foreach_inplace_on_lists(target):
+    tensors = [torch.randn(3, device="accel") for _ in range(3)]
+    references = [t.to(target) for t in tensors]
+    torch._foreach_mul_(tensors, 3.0)
+    torch._foreach_mul_(references, 3.0)
+    for t, r in zip(tensors, references):
+        assert torch.equal(t.to(target), r)
+
+
+@pytest.mark.parametrize(
+    "factory",
+    [
+        lambda d: torch.arange(7, device=d),
+        lambda d: torch.linspace(0, 1, 9, device=d),
+        lambda d: torch.full((2, 3), 4.5, device=d),
+        lambda d: torch.eye(3, device=d),
+        lambda d: torch.zeros(2, 2, dtype=torch.int64, device=d),
+        lambda d: torch.ones(3, dtype=torch.bool, device=d),
+        lambda d: torch.tensor([[1, 2], [3, 4]], device=d),
+    ],
+)
+def test_factories_with_an_accel_device(factory, target):
+    result = factory("accel")
+    assert result.device == torch.device("accel", torch_accel.current_device())
+    assert torch.equal(result.to(target), factory(target))
+
+
+def test_factory_honours_the_device_index(two_devices):
+    for factory in (lambda: torch.arange(4, device="accel:1"), lambda: torch.randn(4, device="accel:1")):
+        result = factory()
+        assert result.device == torch.device("accel:1")
+        assert torch_accel.current_device() == 0
+
+
+def test_result_follows_the_inputs_device_not_the_current_device(two_devices, target):
+    x = torch.randn(3, device="accel:1")
+    with torch_accel.device(0):
+        y = x * 2 + x.exp()
+    assert y.device == torch.device("accel:1")
+    assert torch.equal(y.to(target), x.to(target) * 2 + x.to(target).exp())
+
+
+def test_current_device_and_streams_are_restored(two_devices):
+    x = torch.randn(8, device="accel:0")
+    stream1 = torch_accel.Stream(device=1)
+    torch_accel.set_device(1)
+    torch_accel.set_stream(stream1)
+    streams_before = [torch_accel.current_stream(i) for i in range(2)]
+    y = torch.softmax(x, 0).sum()
+    z = torch.arange(3, device="accel:0") + 1
+    assert torch_accel.current_device() == 1
+    assert [torch_accel.current_stream(i) for i in range(2)] == streams_before
+    assert y.device == z.device == torch.device("accel:0")
+
+
+def test_cpu_scalar_tensors_mix_with_accel(target):
+    x = torch.randn(4, device="accel")
+    scalar = torch.tensor(2.5)
+    assert torch.equal((x * scalar).to(target), x.to(target) * scalar.to(target))
+    assert (x + scalar).device == x.device
+
+
+# Bad input ------------------------------------------------------------------
+
+
+def test_mixing_accel_and_cpu_tensors_is_an_error():
+    x = torch.randn(4, device="accel")
+    with pytest.raises(RuntimeError, match=r"same device.*accel:0 and cpu"):
+        x + torch.randn(4)
+    with pytest.raises(RuntimeError, match=r"same device.*accel:0 and cpu"):
+        torch.mm(x.view(2, 2), torch.randn(2, 2))
+    assert torch.isfinite(x).all()  # x is intact and usable
+
+
+def test_two_accel_devices_in_one_op_is_an_error(two_devices):
+    a, b = torch.ones(3, device="accel:0"), torch.ones(3, device="accel:1")
+    with pytest.raises(RuntimeError, match=r"same device.*accel:0 and accel:1"):
+        a + b
+    with pytest.raises(RuntimeError, match=r"same device.*accel:1 and accel:0"):
+        torch.add(b, a)
+
+
+def test_out_on_the_wrong_device_is_an_error():
+    x = torch.randn(3, device="accel")
+    out = torch.empty(3)
+    with pytest.raises(RuntimeError, match=r"same device.*accel:0 and cpu"):
+        torch.add(x, x, out=out)
+    assert torch.equal(out, out)  # out untouched and valid
+
+
+def test_out_on_another_accel_device_is_an_error(two_devices):
+    x = torch.randn(3, device="accel:0")
+    out = torch.empty(3, device="accel:1")
+    with pytest.raises(RuntimeError, match=r"accel:0 and accel:1"):
+        torch.mul(x, 2, out=out)
+
+
+def test_target_errors_surface_as_python_exceptions():
+    x = torch.randn(2, 3, device="accel")
+    with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
+        x @ x
+    with pytest.raises(IndexError):
+        x[5]
+    # The device still works afterwards.
+    assert (x @ x.t()).shape == (2, 2)
