@@ -33,8 +33,8 @@
 #include <atomic>
 #include <deque>
 #include <mutex>
-#include <string>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -168,9 +168,15 @@ private:
       }
     } else if (value.isGenerator()) {
       const at::Generator& generator = value.toGenerator();
-      if (generator.device().type() == kAccel) {
-        value = c10::IValue(targetGenerator(generator));
-      }
+      // As CUDA kernels reject CPU generators, accel kernels reject non-accel ones.
+      TORCH_CHECK(
+          generator.device().type() == kAccel,
+          "Expected a 'accel' device type for generator but found '",
+          generator.device().type(),
+          "' (when running ",
+          schema_.operator_name(),
+          ")");
+      value = c10::IValue(targetGenerator(generator));
     } else if (value.isNone() && isOptionalGenerator(argument)) {
       // Without a generator the target kernel would draw from the target
       // device's default generator; accel has its own.
@@ -283,8 +289,7 @@ private:
     }
   }
 
-  template <typename Fn>
-  static void forEachTensor(const c10::IValue& value, Fn&& fn) {
+  template <typename Fn> static void forEachTensor(const c10::IValue& value, Fn&& fn) {
     if (value.isTensor()) {
       fn(value.toTensor());
     } else if (value.isTensorList()) {
@@ -392,8 +397,9 @@ private:
     c10::StorageImpl* target_storage = target.storage().unsafeGetStorageImpl();
     if (target_storage != mapped.target_storage) {
       accel->set_storage_keep_dtype(storageForReplacement(target.storage()));
-    } else if (target_storage->data() != mapped.accel.storage().data() ||
-               target_storage->nbytes() != mapped.accel.storage().nbytes()) {
+    } else if (
+        target_storage->data() != mapped.accel.storage().data() ||
+        target_storage->nbytes() != mapped.accel.storage().nbytes()) {
       // Resized into new memory: the accel storage (shared by every view of
       // it) takes the new allocation, as a resize on the target would.
       c10::DataPtr data = target_storage->set_data_ptr(c10::DataPtr(nullptr, target_storage->device()));
@@ -502,7 +508,7 @@ void preferTargetKernels() {
         continue;
       }
       const bool composite = op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
-          op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
+                             op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
       const std::string full_name = c10::toString(name);
       if (!composite || keepsCompositeKernel(name.name)) {
         continue;

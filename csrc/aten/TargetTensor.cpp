@@ -6,12 +6,8 @@
 namespace torch_accel {
 namespace {
 
-c10::intrusive_ptr<c10::TensorImpl> targetImpl(
-    void* data,
-    size_t nbytes,
-    c10::DeviceIndex device_index,
-    caffe2::TypeMeta dtype,
-    bool resizable = false) {
+c10::intrusive_ptr<c10::TensorImpl>
+targetImpl(void* data, size_t nbytes, c10::DeviceIndex device_index, caffe2::TypeMeta dtype, bool resizable = false) {
   const c10::Device device = targetDevice(device_index);
   c10::Storage storage(
       c10::Storage::use_byte_size_t(),
@@ -28,8 +24,8 @@ c10::intrusive_ptr<c10::TensorImpl> targetImpl(
 at::Tensor targetOver(const at::Tensor& accel, bool resizable) {
   TORCH_INTERNAL_ASSERT(accel.device().type() == c10::DeviceType::PrivateUse1);
   const c10::Storage& storage = accel.storage();
-  auto impl = targetImpl(
-      const_cast<void*>(storage.data()), storage.nbytes(), accel.device().index(), accel.dtype(), resizable);
+  auto impl =
+      targetImpl(const_cast<void*>(storage.data()), storage.nbytes(), accel.device().index(), accel.dtype(), resizable);
   impl->set_sizes_and_strides(accel.sizes(), accel.strides(), accel.storage_offset());
   // Kernels that handle lazy conjugation/negation themselves see the bits.
   impl->_set_conj(accel.is_conj());

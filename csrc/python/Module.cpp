@@ -206,7 +206,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("_stream_priority_range", [] { return runtime().streamPriorityRange(); });
 
   // Memory (the device allocator's statistics, per accel device).
-  m.def("_memory_stats", [](c10::DeviceIndex device) { return statsToDict(allocatorFor(device)->getDeviceStats(device)); });
+  m.def("_memory_stats", [](c10::DeviceIndex device) {
+    return statsToDict(allocatorFor(device)->getDeviceStats(device));
+  });
   m.def("_reset_peak_memory_stats", [](c10::DeviceIndex device) { allocatorFor(device)->resetPeakStats(device); });
   m.def("_reset_accumulated_memory_stats", [](c10::DeviceIndex device) {
     allocatorFor(device)->resetAccumulatedStats(device);

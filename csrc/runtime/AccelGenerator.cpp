@@ -15,8 +15,7 @@ constexpr int kMaxDevices = 64; // c10's limit on devices of one type
 
 // The target generator's own mutex guards its state; callers of an accel
 // generator hold the accel one's, kernels the target's.
-template <typename Fn>
-auto withTargetLock(const at::Generator& target, Fn&& fn) {
+template <typename Fn> auto withTargetLock(const at::Generator& target, Fn&& fn) {
   c10::GeneratorImpl* impl = target.unsafeGetGeneratorImpl();
   std::lock_guard<std::mutex> lock(impl->mutex_);
   return fn(impl);
@@ -26,8 +25,7 @@ auto withTargetLock(const at::Generator& target, Fn&& fn) {
 
 AccelGeneratorImpl::AccelGeneratorImpl(c10::DeviceIndex device, at::Generator target)
     : c10::GeneratorImpl(
-          c10::Device(c10::DeviceType::PrivateUse1, device),
-          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
+          c10::Device(c10::DeviceType::PrivateUse1, device), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
       target_(std::move(target)) {}
 
 void AccelGeneratorImpl::set_current_seed(uint64_t seed) {
@@ -61,9 +59,8 @@ c10::intrusive_ptr<c10::TensorImpl> AccelGeneratorImpl::get_state() const {
 void AccelGeneratorImpl::graphsafe_set_state(const c10::intrusive_ptr<c10::GeneratorImpl>& new_state) {
   auto* accel = dynamic_cast<AccelGeneratorImpl*>(new_state.get());
   TORCH_CHECK(accel != nullptr, "graphsafe_set_state of an accel generator needs another accel generator's state");
-  withTargetLock(target_, [&](c10::GeneratorImpl* impl) {
-    impl->graphsafe_set_state(accel->target_.getIntrusivePtr());
-  });
+  withTargetLock(
+      target_, [&](c10::GeneratorImpl* impl) { impl->graphsafe_set_state(accel->target_.getIntrusivePtr()); });
 }
 
 c10::intrusive_ptr<c10::GeneratorImpl> AccelGeneratorImpl::graphsafe_get_state() const {

@@ -74,8 +74,7 @@ void checkDeviceIndex(c10::DeviceIndex index) {
       " runtime)");
 }
 
-TargetAllocationsAreAccel::TargetAllocationsAreAccel()
-    : previous_(runtime().exchangeTargetAllocationsAreAccel(true)) {}
+TargetAllocationsAreAccel::TargetAllocationsAreAccel() : previous_(runtime().exchangeTargetAllocationsAreAccel(true)) {}
 
 TargetAllocationsAreAccel::~TargetAllocationsAreAccel() {
   runtime().exchangeTargetAllocationsAreAccel(previous_);

@@ -24,7 +24,14 @@ public:
       int device = 0;
       cudaGetDevice(&device);
       TORCH_CHECK_WITH(
-          OutOfMemoryError, false, "accel:", device, " (cuda:", device, ") out of memory: ", e.what_without_backtrace());
+          OutOfMemoryError,
+          false,
+          "accel:",
+          device,
+          " (cuda:",
+          device,
+          ") out of memory: ",
+          e.what_without_backtrace());
     }
     data_ptr.unsafe_set_device(c10::Device(c10::DeviceType::PrivateUse1, data_ptr.device().index()));
     return data_ptr;

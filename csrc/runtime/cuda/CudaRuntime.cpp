@@ -12,9 +12,9 @@
 
 #include <ATen/Context.h>
 #include <ATen/core/CachingHostAllocator.h>
+#include <ATen/cuda/CUDAContextLight.h>
 #include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <ATen/detail/CUDAHooksInterface.h>
-#include <ATen/cuda/CUDAContextLight.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -269,8 +269,7 @@ public:
   bool adoptTargetAllocation(c10::DataPtr& ptr, c10::DeviceIndex device) const override {
     // Blocks of CUDA's caching allocator are freed by pointer, whatever the
     // DataPtr names; memory from any other CUDA allocator is copied instead.
-    if (ptr.get_deleter() != c10::cuda::CUDACachingAllocator::get()->raw_deleter() ||
-        ptr.device().index() != device) {
+    if (ptr.get_deleter() != c10::cuda::CUDACachingAllocator::get()->raw_deleter() || ptr.device().index() != device) {
       return false;
     }
     ptr.unsafe_set_device(c10::Device(kAccel, device));

@@ -43,8 +43,7 @@ c10::Allocator* hostPinnedAllocator() {
 
 bool isHostPinnedPtr(const void* ptr) {
   accelrtPointerAttributes attributes{};
-  return accelrtPointerGetAttributes(&attributes, ptr) == accelrtSuccess &&
-      attributes.type == accelrtMemoryTypeHost;
+  return accelrtPointerGetAttributes(&attributes, ptr) == accelrtSuccess && attributes.type == accelrtMemoryTypeHost;
 }
 
 } // namespace torch_accel

@@ -21,6 +21,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <string>
 
 namespace torch_accel {
@@ -48,6 +49,20 @@ int configuredDeviceCount() {
       env,
       "'");
   return static_cast<int>(value);
+}
+
+// TORCH_ACCEL_HOST_MEMORY_MB: the memory of each host device, in MiB; unset
+// keeps accelrt's default. Lets tests and demos exercise out-of-memory paths.
+std::optional<size_t> configuredMemoryLimit() {
+  const char* env = std::getenv("TORCH_ACCEL_HOST_MEMORY_MB");
+  if (env == nullptr || *env == '\0') {
+    return std::nullopt;
+  }
+  char* end = nullptr;
+  const long long value = std::strtoll(env, &end, 10);
+  TORCH_CHECK_VALUE(
+      *end == '\0' && value > 0, "TORCH_ACCEL_HOST_MEMORY_MB must be a positive integer, got '", env, "'");
+  return static_cast<size_t>(value) << 20;
 }
 
 // Runs `fn` with `device` current for accelrt calls that act on the current
@@ -93,6 +108,11 @@ public:
     int actual = 0;
     accelrtGetDeviceCount(&actual);
     device_count_ = static_cast<c10::DeviceIndex>(actual);
+    if (const auto limit = configuredMemoryLimit()) {
+      for (int device = 0; device < actual; ++device) {
+        TORCH_ACCEL_ACCELRT_CHECK(accelrtDeviceSetMemoryLimit(device, *limit));
+      }
+    }
   }
 
   const char* name() const noexcept override {

@@ -29,8 +29,8 @@ c10::DeleterFnPtr baseRawDeleter = nullptr;
 // free memory from either source.
 void freeAccelrtOrBaseMemory(void* ptr) {
   accelrtPointerAttributes attributes{};
-  if (accelrtPointerGetAttributes(&attributes, ptr) == accelrtSuccess &&
-      attributes.type == accelrtMemoryTypeDevice && attributes.basePointer == ptr) {
+  if (accelrtPointerGetAttributes(&attributes, ptr) == accelrtSuccess && attributes.type == accelrtMemoryTypeDevice &&
+      attributes.basePointer == ptr) {
     accelrtFree(ptr);
   } else {
     baseRawDeleter(ptr);
