@@ -7,10 +7,14 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
-import torch
+# Deterministic cuBLAS (it must be set before CUDA initialises): tests
+# compare accel with the target bit for bit, also across processes.
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
-import torch_accel
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import torch_accel  # noqa: E402
 
 
 @pytest.fixture(scope="session")
