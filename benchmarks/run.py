@@ -1,0 +1,304 @@
+"""accel against its target device, side by side: `make bench`.
+
+Every figure is accel's time over the target's (cuda on the CUDA runtime, cpu
+on the host runtime), each the median of repeated runs after warm-up, taken in
+this one process; the exception is CUDA training steps, whose cuda reference
+runs in a child process without torch_accel (see workloads.py). Results go to
+benchmarks/results/<runtime>-<machine>.{md,json}.
+
+  python benchmarks/run.py [--quick] [--sections ops,throughput,streams,models,startup]
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+sys.path.insert(0, HERE)
+
+import torch  # noqa: E402
+
+import torch_accel  # noqa: E402
+from workloads import median_time, model_step, synchronize  # noqa: E402
+
+TARGET = torch_accel._target_device_type()
+
+
+# 1. Eager per-op host overhead -------------------------------------------------
+
+
+def op_cases(device: str) -> dict:
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(64, 64, generator=g).to(device)
+    b = torch.randn(64, 64, generator=g).to(device)
+    v = torch.randn(1024, generator=g).to(device)
+    idx = torch.randint(0, 64, (16,), generator=g).to(device)
+    emb = torch.randn(100, 32, generator=g).to(device)
+    tokens = torch.randint(0, 100, (8, 16), generator=g).to(device)
+    lin = torch.nn.Linear(64, 64).to(device)
+    dst = torch.empty_like(a)
+    mask = a > 0
+    return {
+        "add": lambda: a + b,
+        "mul": lambda: a * b,
+        "relu": lambda: torch.relu(a),
+        "sum": lambda: a.sum(),
+        "mean": lambda: a.mean(dim=1),
+        "matmul 64x64": lambda: a @ b,
+        "linear": lambda: lin(a),
+        "softmax": lambda: torch.softmax(a, -1),
+        "layer_norm": lambda: torch.nn.functional.layer_norm(a, (64,)),
+        "cat": lambda: torch.cat([a, b]),
+        "index": lambda: a[idx],
+        "slicing": lambda: a[1:9, ::2],
+        "view/reshape": lambda: a.view(4096).reshape(32, 128),
+        "copy_": lambda: dst.copy_(a),
+        "to(dtype)": lambda: a.to(torch.float16),
+        "fill_": lambda: dst.fill_(1.5),
+        "zero_": lambda: dst.zero_(),
+        "where": lambda: torch.where(mask, a, b),
+        "embedding": lambda: torch.nn.functional.embedding(tokens, emb),
+        "add_ (in-place)": lambda: v.add_(1.0),
+    }
+
+
+def bench_ops(quick: bool) -> list[dict]:
+    rows = []
+    repeats, inner = (5, 50) if quick else (15, 200)
+    accel_cases, target_cases = op_cases("accel"), op_cases(TARGET)
+    for name in accel_cases:
+        accel = median_time(accel_cases[name], "accel", repeats, inner)
+        target = median_time(target_cases[name], TARGET, repeats, inner)
+        rows.append({"op": name, "accel_us": accel * 1e6, "target_us": target * 1e6, "ratio": accel / target})
+    return rows
+
+
+# 2. Device throughput -------------------------------------------------------------
+
+
+def bench_throughput(quick: bool) -> list[dict]:
+    n = (2048 if quick else 4096) if TARGET == "cuda" else (256 if quick else 512)
+    rows = []
+    for dtype in (torch.float32, torch.bfloat16):
+        flops = 2 * n**3
+        times = {}
+        for device in ("accel", TARGET):
+            a = torch.randn(n, n, dtype=dtype, device=device)
+            b = torch.randn(n, n, dtype=dtype, device=device)
+            times[device] = median_time(lambda: a @ b, device, repeats=5 if quick else 10, inner=3)
+        rows.append(
+            {
+                "what": f"matmul {n}x{n} {str(dtype).removeprefix('torch.')}",
+                "accel": flops / times["accel"] / 1e12,
+                "target": flops / times[TARGET] / 1e12,
+                "unit": "TFLOP/s",
+                "ratio": times[TARGET] / times["accel"],
+            }
+        )
+    nbytes = (256 << 20) if TARGET == "cuda" else (32 << 20)
+    times = {}
+    for device in ("accel", TARGET):
+        src = torch.empty(nbytes, dtype=torch.uint8, device=device)
+        dst = torch.empty_like(src)
+        times[device] = median_time(lambda: dst.copy_(src), device, repeats=5 if quick else 10, inner=5)
+    rows.append(
+        {
+            "what": f"device-to-device copy {nbytes >> 20} MiB",
+            "accel": 2 * nbytes / times["accel"] / 1e9,
+            "target": 2 * nbytes / times[TARGET] / 1e9,
+            "unit": "GB/s (read+write)",
+            "ratio": times[TARGET] / times["accel"],
+        }
+    )
+    return rows
+
+
+# 3. Stream and event API latency -----------------------------------------------------
+
+
+def bench_streams(quick: bool) -> list[dict]:
+    if TARGET != "cuda":
+        return []  # the cpu device has no streams to compare with
+    repeats, inner = (5, 200) if quick else (15, 2000)
+    api = {"accel": (torch_accel, "accel"), "cuda": (torch.cuda, "cuda")}
+    rows = []
+    cases = {
+        "Stream()": lambda m, d: (lambda: m.Stream()),
+        "current_stream()": lambda m, d: (lambda: m.current_stream()),
+        "Event record+query": lambda m, d: (lambda e=m.Event(): (e.record(), e.query())),
+        "Event record+synchronize": lambda m, d: (lambda e=m.Event(): (e.record(), e.synchronize())),
+        "StreamContext switch": lambda m, d: (lambda s=m.Stream(): m.stream(s).__enter__() or None),
+    }
+    for name, make in cases.items():
+        times = {}
+        for key, (module, device) in api.items():
+            fn = make(module, device)
+            if name == "StreamContext switch":
+                stream = module.Stream()
+
+                def fn(module=module, stream=stream):
+                    with module.stream(stream):
+                        pass
+
+            times[key] = median_time(fn, device, repeats, inner)
+        rows.append(
+            {"call": name, "accel_us": times["accel"] * 1e6, "cuda_us": times["cuda"] * 1e6, "ratio": times["accel"] / times["cuda"]}
+        )
+    return rows
+
+
+# 4. Model training steps -------------------------------------------------------------
+
+
+def target_model_step(model_name: str, compiled: bool, large: bool) -> dict:
+    if TARGET == "cpu":
+        return model_step(TARGET, model_name, compiled, large)
+    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    out = subprocess.run(
+        [sys.executable, os.path.join(HERE, "workloads.py"), TARGET, model_name, str(int(compiled)), str(int(large))],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def bench_models(quick: bool, compiled_modes: tuple[bool, ...]) -> list[dict]:
+    large = TARGET == "cuda" and not quick
+    rows = []
+    for model_name in ("transformer", "cnn"):
+        for compiled in compiled_modes:
+            try:
+                accel = model_step("accel", model_name, compiled, large)
+                target = target_model_step(model_name, compiled, large)
+            except Exception as error:  # report, do not hide
+                rows.append({"model": model_name, "mode": "compiled" if compiled else "eager", "error": str(error).splitlines()[0]})
+                continue
+            rows.append(
+                {
+                    "model": model_name,
+                    "mode": "compiled" if compiled else "eager",
+                    "accel_ms": accel["seconds"] * 1e3,
+                    "target_ms": target["seconds"] * 1e3,
+                    "ratio": accel["seconds"] / target["seconds"],
+                    "accel_peak_mib": None if accel["peak_bytes"] is None else accel["peak_bytes"] / 2**20,
+                    "target_peak_mib": None if target["peak_bytes"] is None else target["peak_bytes"] / 2**20,
+                }
+            )
+    return rows
+
+
+# 5. Import and first-tensor time -----------------------------------------------------
+
+
+def bench_startup(quick: bool) -> list[dict]:
+    def timed(code: str) -> float:
+        samples = []
+        for _ in range(3 if quick else 7):
+            out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+            samples.append(float(out.strip().splitlines()[-1]))
+        return statistics.median(samples)
+
+    prefix = "import time; t = time.perf_counter(); import torch; t1 = time.perf_counter(); "
+    torch_only = timed(prefix + "print(t1 - t)")
+    with_accel = timed(prefix + "import torch_accel; print(time.perf_counter() - t)")
+    first = timed(
+        "import torch, torch_accel, time; t = time.perf_counter(); "
+        "x = torch.ones(1, device='accel'); torch_accel.synchronize(); print(time.perf_counter() - t)"
+    )
+    return [
+        {"what": "import torch", "ms": torch_only * 1e3},
+        {"what": "import torch + torch_accel", "ms": with_accel * 1e3, "added_ms": (with_accel - torch_only) * 1e3},
+        {"what": "first accel tensor (lazy init)", "ms": first * 1e3},
+    ]
+
+
+# Report --------------------------------------------------------------------------------
+
+
+def machine() -> dict:
+    info = {
+        "date": f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}",
+        "host": platform.node(),
+        "cpu": platform.processor() or platform.machine(),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "runtime": torch_accel.runtime(),
+        "target": TARGET,
+    }
+    if TARGET == "cuda":
+        info["gpu"] = torch.cuda.get_device_name(0)
+    return info
+
+
+def table(rows: list[dict], columns: list[str]) -> list[str]:
+    def fmt(value):
+        if isinstance(value, float):
+            return f"{value:.3f}" if abs(value) < 100 else f"{value:.1f}"
+        return "" if value is None else str(value)
+
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(fmt(row.get(c)) for c in columns) + " |" for row in rows]
+    return lines
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="fewer repeats and smaller sizes")
+    parser.add_argument("--sections", default="ops,throughput,streams,models,startup")
+    parser.add_argument("--no-compile", action="store_true", help="skip compiled model steps")
+    parser.add_argument("--output-dir", default=os.path.join(HERE, "results"))
+    args = parser.parse_args()
+    sections = args.sections.split(",")
+
+    results: dict = {"machine": machine()}
+    md = [f"# accel benchmarks: {results['machine']['runtime']} runtime", ""]
+    md += [f"- {k}: {v}" for k, v in results["machine"].items()] + [""]
+
+    if "ops" in sections:
+        rows = results["ops"] = bench_ops(args.quick)
+        median_ratio = statistics.median(r["ratio"] for r in rows)
+        results["ops_median_ratio"] = median_ratio
+        md += [f"## Eager per-op time (accel/{TARGET}: median {median_ratio:.2f})", ""]
+        md += table(rows, ["op", "accel_us", "target_us", "ratio"]) + [""]
+    if "throughput" in sections:
+        rows = results["throughput"] = bench_throughput(args.quick)
+        md += [f"## Device throughput (ratio = accel throughput / {TARGET})", ""]
+        md += table(rows, ["what", "accel", "target", "unit", "ratio"]) + [""]
+    if "streams" in sections:
+        rows = results["streams"] = bench_streams(args.quick)
+        if rows:
+            md += ["## Stream and event calls (accel/cuda)", ""] + table(rows, ["call", "accel_us", "cuda_us", "ratio"]) + [""]
+    if "models" in sections:
+        modes = (False,) if args.no_compile else (False, True)
+        rows = results["models"] = bench_models(args.quick, modes)
+        md += [f"## Training steps (accel/{TARGET})", ""]
+        md += table(rows, ["model", "mode", "accel_ms", "target_ms", "ratio", "accel_peak_mib", "target_peak_mib", "error"]) + [""]
+    if "startup" in sections:
+        rows = results["startup"] = bench_startup(args.quick)
+        md += ["## Start-up", ""] + table(rows, ["what", "ms", "added_ms"]) + [""]
+
+    os.makedirs(args.output_dir, exist_ok=True)
+    name = f"{results['machine']['runtime']}-{re.sub(r'[^A-Za-z0-9]+', '-', results['machine'].get('gpu', platform.node()))}"
+    with open(os.path.join(args.output_dir, name + ".json"), "w") as f:
+        json.dump(results, f, indent=1)
+    with open(os.path.join(args.output_dir, name + ".md"), "w") as f:
+        f.write("\n".join(md))
+    print("\n".join(md))
+    print(f"written to {os.path.join(args.output_dir, name)}.{{md,json}}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

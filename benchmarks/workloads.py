@@ -1,0 +1,108 @@
+"""Benchmark workloads, runnable on any device type ("accel", "cuda", "cpu").
+
+This module never imports torch_accel, so run.py can time the target device
+in a process where accel does not exist (needed for CUDA training steps: in
+torch 2.11 the autograd engine cannot run CUDA backward in a process with a
+PrivateUse1 backend registered).
+"""
+
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+
+def synchronize(device: str) -> None:
+    kind = torch.device(device).type
+    if kind != "cpu":
+        getattr(torch, kind).synchronize()
+
+
+def median_time(fn: Callable[[], object], device: str, repeats: int, inner: int) -> float:
+    """Median over `repeats` of the mean seconds per call of `inner` back-to-back calls."""
+    fn()
+    synchronize(device)
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        synchronize(device)
+        samples.append((time.perf_counter() - start) / inner)
+    return statistics.median(samples)
+
+
+class TransformerBlock(nn.Module):
+    def __init__(self, dim: int, heads: int) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim)
+        self.attn = nn.MultiheadAttention(dim, heads, batch_first=True)
+        self.norm2 = nn.LayerNorm(dim)
+        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.norm1(x)
+        x = x + self.attn(h, h, h, need_weights=False)[0]
+        return x + self.mlp(self.norm2(x))
+
+
+def make_cnn() -> nn.Module:
+    return nn.Sequential(
+        nn.Conv2d(3, 32, 3, padding=1),
+        nn.BatchNorm2d(32),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3, padding=1),
+        nn.BatchNorm2d(64),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(64, 10),
+    )
+
+
+def model_step(device: str, model_name: str, compiled: bool, large: bool, repeats: int = 10) -> dict:
+    """Median training-step time (forward, backward, AdamW) and peak memory."""
+    torch.manual_seed(0)
+    if model_name == "transformer":
+        dim, batch, seq = (1024, 16, 512) if large else (128, 8, 64)
+        model = TransformerBlock(dim, heads=8 if large else 4)
+        inputs = torch.randn(batch, seq, dim)
+        target = torch.randn(batch, seq, dim)
+        loss_fn = nn.functional.mse_loss
+    else:
+        batch, size = (128, 64) if large else (16, 32)
+        model = make_cnn()
+        inputs = torch.randn(batch, 3, size, size)
+        target = torch.randint(0, 10, (batch,))
+        loss_fn = nn.functional.cross_entropy
+    model = model.to(device)
+    inputs, target = inputs.to(device), target.to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    forward = torch.compile(model) if compiled else model
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        loss_fn(forward(inputs), target).backward()
+        optimizer.step()
+
+    for _ in range(3):  # warm-up (and compilation)
+        step()
+    kind = torch.device(device).type
+    module = getattr(torch, kind, None) if kind != "cpu" else None
+    if module is not None and hasattr(module, "reset_peak_memory_stats"):
+        synchronize(device)
+        module.reset_peak_memory_stats()
+    seconds = median_time(step, device, repeats=repeats, inner=1)
+    peak = module.max_memory_allocated() if module is not None and hasattr(module, "max_memory_allocated") else None
+    return {"seconds": seconds, "peak_bytes": peak}
+
+
+if __name__ == "__main__":
+    # python workloads.py DEVICE MODEL COMPILED LARGE: one model_step as JSON.
+    device, model_name, compiled, large = sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4] == "1"
+    print(json.dumps(model_step(device, model_name, compiled, large)))
