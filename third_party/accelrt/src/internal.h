@@ -57,8 +57,7 @@ inline std::uintptr_t new_handle(HandleTag tag) {
 // The integer value of an API enum argument. C callers may pass any int (legal in C), which is outside
 // the C++ value range of the enum; copying the bytes avoids an enum-typed load of such a value
 // (undefined behaviour in C++, reported by -fsanitize=enum).
-template <typename Enum>
-int enum_value(const Enum& value) {
+template <typename Enum> int enum_value(const Enum& value) {
   static_assert(sizeof(Enum) == sizeof(int), "API enums are int-sized");
   int result = 0;
   std::memcpy(&result, &value, sizeof(result));
@@ -67,13 +66,12 @@ int enum_value(const Enum& value) {
 
 // Returns a reference to a lazily created object that is intentionally never destroyed, so the
 // runtime keeps working from other objects' static destructors at process exit.
-template <typename T>
-T& leaked_singleton() {
+template <typename T> T& leaked_singleton() {
   static T* instance = new T();
   return *instance;
 }
 
-}  // namespace detail
-}  // namespace accelrt
+} // namespace detail
+} // namespace accelrt
 
-#endif  // ACCELRT_SRC_INTERNAL_H_
+#endif // ACCELRT_SRC_INTERNAL_H_

@@ -21,20 +21,21 @@ constexpr std::size_t kFallbackMemoryLimit = std::size_t{16} << 30;
 std::size_t physical_memory_bytes() {
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page_size = sysconf(_SC_PAGE_SIZE);
-  if (pages <= 0 || page_size <= 0) return kFallbackMemoryLimit;
+  if (pages <= 0 || page_size <= 0)
+    return kFallbackMemoryLimit;
   return static_cast<std::size_t>(pages) * static_cast<std::size_t>(page_size);
 }
 
 struct Allocation {
   std::size_t size;
-  accelrtMemoryType type;  // accelrtMemoryTypeDevice or accelrtMemoryTypeHost
-  int device;              // -1 for host allocations
+  accelrtMemoryType type; // accelrtMemoryTypeDevice or accelrtMemoryTypeHost
+  int device;             // -1 for host allocations
 };
 
 struct DeviceMemory {
   std::size_t limit = 0;
-  std::size_t allocated = 0;  // committed: live allocations
-  std::size_t reserved = 0;   // accepted against the limit, host allocation in progress
+  std::size_t allocated = 0; // committed: live allocations
+  std::size_t reserved = 0;  // accepted against the limit, host allocation in progress
   std::size_t peak = 0;
   std::size_t count = 0;
 };
@@ -42,7 +43,8 @@ struct DeviceMemory {
 struct MemoryState {
   MemoryState() {
     const std::size_t limit = physical_memory_bytes();
-    for (DeviceMemory& d : devices) d.limit = limit;
+    for (DeviceMemory& d : devices)
+      d.limit = limit;
   }
   std::mutex mutex;
   // Live allocations (device and host) by base address; sizes are > 0, ranges never overlap.
@@ -50,17 +52,22 @@ struct MemoryState {
   std::array<DeviceMemory, kMaxDevices> devices;
 };
 
-MemoryState& state() { return leaked_singleton<MemoryState>(); }
+MemoryState& state() {
+  return leaked_singleton<MemoryState>();
+}
 
-std::uintptr_t address(const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr); }
+std::uintptr_t address(const void* ptr) {
+  return reinterpret_cast<std::uintptr_t>(ptr);
+}
 
 // The allocation containing addr, or allocations.end(). Caller holds the mutex.
-std::map<std::uintptr_t, Allocation>::const_iterator find_containing(const MemoryState& s,
-                                                                      std::uintptr_t addr) {
+std::map<std::uintptr_t, Allocation>::const_iterator find_containing(const MemoryState& s, std::uintptr_t addr) {
   auto it = s.allocations.upper_bound(addr);
-  if (it == s.allocations.begin()) return s.allocations.end();
+  if (it == s.allocations.begin())
+    return s.allocations.end();
   --it;
-  if (addr - it->first < it->second.size) return it;
+  if (addr - it->first < it->second.size)
+    return it;
   return s.allocations.end();
 }
 
@@ -82,13 +89,15 @@ accelrtError_t check_device_range(const void* ptr, std::size_t count) {
     return accelrtErrorInvalidValue;
   }
   const std::size_t offset = addr - it->first;
-  if (count > it->second.size - offset) return accelrtErrorInvalidValue;
+  if (count > it->second.size - offset)
+    return accelrtErrorInvalidValue;
   return accelrtSuccess;
 }
 
 void* aligned_allocate(std::size_t size) {
   void* ptr = nullptr;
-  if (posix_memalign(&ptr, kAlignment, size) != 0) return nullptr;
+  if (posix_memalign(&ptr, kAlignment, size) != 0)
+    return nullptr;
   return ptr;
 }
 
@@ -98,41 +107,45 @@ accelrtError_t copy(void* dst, const void* src, std::size_t count, int kind_valu
   if (kind_value < accelrtMemcpyHostToHost || kind_value > accelrtMemcpyDefault) {
     return accelrtErrorInvalidValue;
   }
-  if (count == 0) return accelrtSuccess;
-  if (dst == nullptr || src == nullptr) return accelrtErrorInvalidValue;
+  if (count == 0)
+    return accelrtSuccess;
+  if (dst == nullptr || src == nullptr)
+    return accelrtErrorInvalidValue;
   bool dst_on_device = false;
   bool src_on_device = false;
   switch (kind_value) {
-    case accelrtMemcpyHostToDevice:
-      dst_on_device = true;
-      break;
-    case accelrtMemcpyDeviceToHost:
-      src_on_device = true;
-      break;
-    case accelrtMemcpyDeviceToDevice:
-      dst_on_device = src_on_device = true;
-      break;
-    case accelrtMemcpyDefault:
-      dst_on_device = is_device_pointer(dst);
-      src_on_device = is_device_pointer(src);
-      break;
-    default:  // accelrtMemcpyHostToHost
-      break;
+  case accelrtMemcpyHostToDevice:
+    dst_on_device = true;
+    break;
+  case accelrtMemcpyDeviceToHost:
+    src_on_device = true;
+    break;
+  case accelrtMemcpyDeviceToDevice:
+    dst_on_device = src_on_device = true;
+    break;
+  case accelrtMemcpyDefault:
+    dst_on_device = is_device_pointer(dst);
+    src_on_device = is_device_pointer(src);
+    break;
+  default: // accelrtMemcpyHostToHost
+    break;
   }
   if (dst_on_device) {
     const accelrtError_t err = check_device_range(dst, count);
-    if (err != accelrtSuccess) return err;
+    if (err != accelrtSuccess)
+      return err;
   }
   if (src_on_device) {
     const accelrtError_t err = check_device_range(src, count);
-    if (err != accelrtSuccess) return err;
+    if (err != accelrtSuccess)
+      return err;
   }
   // The copy itself runs outside the lock; freeing memory while copying it is a caller error.
   std::memmove(dst, src, count);
   return accelrtSuccess;
 }
 
-}  // namespace
+} // namespace
 
 std::size_t device_memory_limit(int device) {
   MemoryState& s = state();
@@ -140,8 +153,8 @@ std::size_t device_memory_limit(int device) {
   return s.devices[static_cast<std::size_t>(device)].limit;
 }
 
-}  // namespace detail
-}  // namespace accelrt
+} // namespace detail
+} // namespace accelrt
 
 using namespace accelrt::detail;
 
@@ -149,7 +162,8 @@ extern "C" {
 
 accelrtError_t accelrtDeviceSetMemoryLimit(int device, size_t bytes) {
   const accelrtError_t err = validate_device(device);
-  if (err != accelrtSuccess) return err;
+  if (err != accelrtSuccess)
+    return err;
   MemoryState& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   s.devices[static_cast<std::size_t>(device)].limit = bytes;
@@ -157,10 +171,12 @@ accelrtError_t accelrtDeviceSetMemoryLimit(int device, size_t bytes) {
 }
 
 accelrtError_t accelrtMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
-  if (free_bytes == nullptr || total_bytes == nullptr) return accelrtErrorInvalidValue;
+  if (free_bytes == nullptr || total_bytes == nullptr)
+    return accelrtErrorInvalidValue;
   int device = 0;
   const accelrtError_t err = current_device(&device);
-  if (err != accelrtSuccess) return err;
+  if (err != accelrtSuccess)
+    return err;
   MemoryState& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   const DeviceMemory& d = s.devices[static_cast<std::size_t>(device)];
@@ -171,12 +187,15 @@ accelrtError_t accelrtMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
 }
 
 accelrtError_t accelrtMalloc(void** ptr, size_t size) {
-  if (ptr == nullptr) return accelrtErrorInvalidValue;
+  if (ptr == nullptr)
+    return accelrtErrorInvalidValue;
   *ptr = nullptr;
   int device = 0;
   const accelrtError_t err = current_device(&device);
-  if (err != accelrtSuccess) return err;
-  if (size == 0) return accelrtSuccess;
+  if (err != accelrtSuccess)
+    return err;
+  if (size == 0)
+    return accelrtSuccess;
 
   MemoryState& s = state();
   DeviceMemory& d = s.devices[static_cast<std::size_t>(device)];
@@ -184,13 +203,15 @@ accelrtError_t accelrtMalloc(void** ptr, size_t size) {
     // Reserve against the limit first so the host allocation can run outside the lock.
     std::lock_guard<std::mutex> lock(s.mutex);
     const std::size_t used = d.allocated + d.reserved;
-    if (used > d.limit || size > d.limit - used) return accelrtErrorMemoryAllocation;
+    if (used > d.limit || size > d.limit - used)
+      return accelrtErrorMemoryAllocation;
     d.reserved += size;
   }
   void* memory = aligned_allocate(size);
   std::lock_guard<std::mutex> lock(s.mutex);
   d.reserved -= size;
-  if (memory == nullptr) return accelrtErrorMemoryAllocation;
+  if (memory == nullptr)
+    return accelrtErrorMemoryAllocation;
   s.allocations.emplace(address(memory), Allocation{size, accelrtMemoryTypeDevice, device});
   d.allocated += size;
   d.count += 1;
@@ -200,7 +221,8 @@ accelrtError_t accelrtMalloc(void** ptr, size_t size) {
 }
 
 accelrtError_t accelrtFree(void* ptr) {
-  if (ptr == nullptr) return accelrtSuccess;
+  if (ptr == nullptr)
+    return accelrtSuccess;
   MemoryState& s = state();
   {
     std::lock_guard<std::mutex> lock(s.mutex);
@@ -218,11 +240,14 @@ accelrtError_t accelrtFree(void* ptr) {
 }
 
 accelrtError_t accelrtMallocHost(void** ptr, size_t size) {
-  if (ptr == nullptr) return accelrtErrorInvalidValue;
+  if (ptr == nullptr)
+    return accelrtErrorInvalidValue;
   *ptr = nullptr;
-  if (size == 0) return accelrtSuccess;
+  if (size == 0)
+    return accelrtSuccess;
   void* memory = aligned_allocate(size);
-  if (memory == nullptr) return accelrtErrorMemoryAllocation;
+  if (memory == nullptr)
+    return accelrtErrorMemoryAllocation;
   MemoryState& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   s.allocations.emplace(address(memory), Allocation{size, accelrtMemoryTypeHost, -1});
@@ -231,7 +256,8 @@ accelrtError_t accelrtMallocHost(void** ptr, size_t size) {
 }
 
 accelrtError_t accelrtFreeHost(void* ptr) {
-  if (ptr == nullptr) return accelrtSuccess;
+  if (ptr == nullptr)
+    return accelrtSuccess;
   MemoryState& s = state();
   {
     std::lock_guard<std::mutex> lock(s.mutex);
@@ -246,16 +272,19 @@ accelrtError_t accelrtFreeHost(void* ptr) {
 }
 
 accelrtError_t accelrtPointerGetAttributes(accelrtPointerAttributes* attributes, const void* ptr) {
-  if (attributes == nullptr) return accelrtErrorInvalidValue;
+  if (attributes == nullptr)
+    return accelrtErrorInvalidValue;
   attributes->type = accelrtMemoryTypeUnregistered;
   attributes->device = -1;
   attributes->basePointer = nullptr;
   attributes->size = 0;
-  if (ptr == nullptr) return accelrtSuccess;
+  if (ptr == nullptr)
+    return accelrtSuccess;
   MemoryState& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   auto it = find_containing(s, address(ptr));
-  if (it == s.allocations.end()) return accelrtSuccess;
+  if (it == s.allocations.end())
+    return accelrtSuccess;
   attributes->type = it->second.type;
   attributes->device = it->second.device;
   attributes->basePointer = reinterpret_cast<void*>(it->first);
@@ -264,9 +293,11 @@ accelrtError_t accelrtPointerGetAttributes(accelrtPointerAttributes* attributes,
 }
 
 accelrtError_t accelrtDeviceGetMemoryStats(int device, accelrtMemoryStats* stats) {
-  if (stats == nullptr) return accelrtErrorInvalidValue;
+  if (stats == nullptr)
+    return accelrtErrorInvalidValue;
   const accelrtError_t err = validate_device(device);
-  if (err != accelrtSuccess) return err;
+  if (err != accelrtSuccess)
+    return err;
   MemoryState& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   const DeviceMemory& d = s.devices[static_cast<std::size_t>(device)];
@@ -278,7 +309,8 @@ accelrtError_t accelrtDeviceGetMemoryStats(int device, accelrtMemoryStats* stats
 
 accelrtError_t accelrtDeviceResetPeakMemoryStats(int device) {
   const accelrtError_t err = validate_device(device);
-  if (err != accelrtSuccess) return err;
+  if (err != accelrtSuccess)
+    return err;
   MemoryState& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   DeviceMemory& d = s.devices[static_cast<std::size_t>(device)];
@@ -290,21 +322,25 @@ accelrtError_t accelrtMemcpy(void* dst, const void* src, size_t count, accelrtMe
   return copy(dst, src, count, enum_value(kind));
 }
 
-accelrtError_t accelrtMemcpyAsync(void* dst, const void* src, size_t count, accelrtMemcpyKind kind,
-                                  accelrtStream_t stream) {
+accelrtError_t
+accelrtMemcpyAsync(void* dst, const void* src, size_t count, accelrtMemcpyKind kind, accelrtStream_t stream) {
   StreamInfo info;
   const accelrtError_t err = lookup_stream(stream, &info);
-  if (err != accelrtSuccess) return err;
+  if (err != accelrtSuccess)
+    return err;
   return copy(dst, src, count, enum_value(kind));
 }
 
 accelrtError_t accelrtMemset(void* dst, int value, size_t count) {
-  if (count == 0) return accelrtSuccess;
-  if (dst == nullptr) return accelrtErrorInvalidValue;
+  if (count == 0)
+    return accelrtSuccess;
+  if (dst == nullptr)
+    return accelrtErrorInvalidValue;
   const accelrtError_t err = check_device_range(dst, count);
-  if (err != accelrtSuccess) return err;
+  if (err != accelrtSuccess)
+    return err;
   std::memset(dst, static_cast<unsigned char>(value), count);
   return accelrtSuccess;
 }
 
-}  // extern "C"
+} // extern "C"

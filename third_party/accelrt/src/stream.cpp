@@ -23,33 +23,37 @@ struct StreamRegistry {
     }
   }
   std::mutex mutex;
-  std::unordered_map<std::uintptr_t, StreamInfo> live;  // by handle value
+  std::unordered_map<std::uintptr_t, StreamInfo> live; // by handle value
   // The default stream (NULL handle) of each device; immutable after construction.
   std::array<StreamInfo, kMaxDevices> default_streams;
 };
 
-StreamRegistry& registry() { return leaked_singleton<StreamRegistry>(); }
+StreamRegistry& registry() {
+  return leaked_singleton<StreamRegistry>();
+}
 
-}  // namespace
+} // namespace
 
 accelrtError_t lookup_stream(accelrtStream_t stream, StreamInfo* info) {
   StreamRegistry& r = registry();
   if (stream == nullptr) {
     int device = 0;
     const accelrtError_t err = current_device(&device);
-    if (err != accelrtSuccess) return err;
+    if (err != accelrtSuccess)
+      return err;
     *info = r.default_streams[static_cast<std::size_t>(device)];
     return accelrtSuccess;
   }
   std::lock_guard<std::mutex> lock(r.mutex);
   auto it = r.live.find(reinterpret_cast<std::uintptr_t>(stream));
-  if (it == r.live.end()) return accelrtErrorInvalidResourceHandle;
+  if (it == r.live.end())
+    return accelrtErrorInvalidResourceHandle;
   *info = it->second;
   return accelrtSuccess;
 }
 
-}  // namespace detail
-}  // namespace accelrt
+} // namespace detail
+} // namespace accelrt
 
 using namespace accelrt::detail;
 
@@ -60,11 +64,14 @@ accelrtError_t accelrtStreamCreate(accelrtStream_t* stream) {
 }
 
 accelrtError_t accelrtStreamCreateWithPriority(accelrtStream_t* stream, unsigned int flags, int priority) {
-  if (stream == nullptr) return accelrtErrorInvalidValue;
-  if ((flags & ~kValidStreamFlags) != 0) return accelrtErrorInvalidValue;
+  if (stream == nullptr)
+    return accelrtErrorInvalidValue;
+  if ((flags & ~kValidStreamFlags) != 0)
+    return accelrtErrorInvalidValue;
   StreamInfo info;
   const accelrtError_t err = current_device(&info.device);
-  if (err != accelrtSuccess) return err;
+  if (err != accelrtSuccess)
+    return err;
   info.priority = std::min(kLeastPriority, std::max(kGreatestPriority, priority));
   info.flags = flags;
   info.is_default = false;
@@ -79,7 +86,8 @@ accelrtError_t accelrtStreamCreateWithPriority(accelrtStream_t* stream, unsigned
 }
 
 accelrtError_t accelrtStreamDestroy(accelrtStream_t stream) {
-  if (stream == nullptr) return accelrtErrorInvalidResourceHandle;  // the default stream is permanent
+  if (stream == nullptr)
+    return accelrtErrorInvalidResourceHandle; // the default stream is permanent
   StreamRegistry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   // Pending work would be completed first; there never is any.
@@ -90,19 +98,23 @@ accelrtError_t accelrtStreamDestroy(accelrtStream_t stream) {
 }
 
 accelrtError_t accelrtStreamGetDevice(accelrtStream_t stream, int* device) {
-  if (device == nullptr) return accelrtErrorInvalidValue;
+  if (device == nullptr)
+    return accelrtErrorInvalidValue;
   StreamInfo info;
   const accelrtError_t err = lookup_stream(stream, &info);
-  if (err != accelrtSuccess) return err;
+  if (err != accelrtSuccess)
+    return err;
   *device = info.device;
   return accelrtSuccess;
 }
 
 accelrtError_t accelrtStreamGetPriority(accelrtStream_t stream, int* priority) {
-  if (priority == nullptr) return accelrtErrorInvalidValue;
+  if (priority == nullptr)
+    return accelrtErrorInvalidValue;
   StreamInfo info;
   const accelrtError_t err = lookup_stream(stream, &info);
-  if (err != accelrtSuccess) return err;
+  if (err != accelrtSuccess)
+    return err;
   *priority = info.priority;
   return accelrtSuccess;
 }
@@ -119,27 +131,33 @@ accelrtError_t accelrtStreamSynchronize(accelrtStream_t stream) {
 }
 
 accelrtError_t accelrtStreamWaitEvent(accelrtStream_t stream, accelrtEvent_t event, unsigned int flags) {
-  if (flags != 0) return accelrtErrorInvalidValue;
+  if (flags != 0)
+    return accelrtErrorInvalidValue;
   StreamInfo info;
   const accelrtError_t err = lookup_stream(stream, &info);
-  if (err != accelrtSuccess) return err;
+  if (err != accelrtSuccess)
+    return err;
   // The event is complete (or was never recorded), so there is nothing to wait for.
   return validate_event(event);
 }
 
 accelrtError_t accelrtDeviceGetStreamPriorityRange(int* leastPriority, int* greatestPriority) {
-  if (leastPriority != nullptr) *leastPriority = kLeastPriority;
-  if (greatestPriority != nullptr) *greatestPriority = kGreatestPriority;
+  if (leastPriority != nullptr)
+    *leastPriority = kLeastPriority;
+  if (greatestPriority != nullptr)
+    *greatestPriority = kGreatestPriority;
   return accelrtSuccess;
 }
 
 accelrtError_t accelrtLaunchHostFunc(accelrtStream_t stream, accelrtHostFn_t fn, void* userData) {
-  if (fn == nullptr) return accelrtErrorInvalidValue;
+  if (fn == nullptr)
+    return accelrtErrorInvalidValue;
   StreamInfo info;
   const accelrtError_t err = lookup_stream(stream, &info);
-  if (err != accelrtSuccess) return err;
+  if (err != accelrtSuccess)
+    return err;
   fn(userData);
   return accelrtSuccess;
 }
 
-}  // extern "C"
+} // extern "C"

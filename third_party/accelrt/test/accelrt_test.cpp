@@ -25,7 +25,9 @@
 
 // Under AddressSanitizer, let impossible allocations return NULL (the tests expect
 // accelrtErrorMemoryAllocation) even when the binary is run without ASAN_OPTIONS.
-extern "C" const char* __asan_default_options() { return "allocator_may_return_null=1"; }
+extern "C" const char* __asan_default_options() {
+  return "allocator_may_return_null=1";
+}
 
 // Defined in test/c_api.c (compiled as C, where enum arguments may hold any int).
 extern "C" {
@@ -47,20 +49,23 @@ void report_failure(const char* file, int line, const std::string& message) {
   std::fflush(stdout);
 }
 
-#define EXPECT(cond)                                                 \
-  do {                                                               \
-    if (!(cond)) report_failure(__FILE__, __LINE__, "EXPECT(" #cond ")"); \
+#define EXPECT(cond)                                                                                                   \
+  do {                                                                                                                 \
+    if (!(cond))                                                                                                       \
+      report_failure(__FILE__, __LINE__, "EXPECT(" #cond ")");                                                         \
   } while (0)
 
-#define EXPECT_ERR(expr, expected)                                                               \
-  do {                                                                                           \
-    const accelrtError_t actual_ = (expr);                                                       \
-    const accelrtError_t expected_ = (expected);                                                 \
-    if (actual_ != expected_) {                                                                  \
-      report_failure(__FILE__, __LINE__,                                                         \
-                     std::string(#expr " returned ") + accelrtGetErrorName(actual_) +           \
-                         ", expected " + accelrtGetErrorName(expected_));                       \
-    }                                                                                            \
+#define EXPECT_ERR(expr, expected)                                                                                     \
+  do {                                                                                                                 \
+    const accelrtError_t actual_ = (expr);                                                                             \
+    const accelrtError_t expected_ = (expected);                                                                       \
+    if (actual_ != expected_) {                                                                                        \
+      report_failure(                                                                                                  \
+          __FILE__,                                                                                                    \
+          __LINE__,                                                                                                    \
+          std::string(#expr " returned ") + accelrtGetErrorName(actual_) + ", expected " +                             \
+              accelrtGetErrorName(expected_));                                                                         \
+    }                                                                                                                  \
   } while (0)
 
 #define EXPECT_OK(expr) EXPECT_ERR(expr, accelrtSuccess)
@@ -88,27 +93,33 @@ void run_test(const TestCase& test) {
 int run_in_child(const std::function<int()>& body) {
   std::fflush(stdout);
   const pid_t pid = fork();
-  if (pid < 0) return -1;
+  if (pid < 0)
+    return -1;
   if (pid == 0) {
     const int code = body();
     std::fflush(stdout);
     _exit(code);
   }
   int status = 0;
-  if (waitpid(pid, &status, 0) != pid) return -1;
-  if (!WIFEXITED(status)) return -1;
+  if (waitpid(pid, &status, 0) != pid)
+    return -1;
+  if (!WIFEXITED(status))
+    return -1;
   return WEXITSTATUS(status);
 }
 
 // Child body helper: 0 if no check failed inside the child, 1 otherwise.
-int child_result(int failures_before) { return g_check_failures.load() == failures_before ? 0 : 1; }
-
-std::size_t physical_memory() {
-  return static_cast<std::size_t>(sysconf(_SC_PHYS_PAGES)) *
-         static_cast<std::size_t>(sysconf(_SC_PAGE_SIZE));
+int child_result(int failures_before) {
+  return g_check_failures.load() == failures_before ? 0 : 1;
 }
 
-bool aligned64(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 64 == 0; }
+std::size_t physical_memory() {
+  return static_cast<std::size_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<std::size_t>(sysconf(_SC_PAGE_SIZE));
+}
+
+bool aligned64(const void* p) {
+  return reinterpret_cast<std::uintptr_t>(p) % 64 == 0;
+}
 
 void busy_wait(std::chrono::microseconds duration) {
   const auto start = std::chrono::steady_clock::now();
@@ -120,13 +131,26 @@ void busy_wait(std::chrono::microseconds duration) {
 
 void test_env_device_count() {
   struct Case {
-    const char* value;  // nullptr: unset
+    const char* value; // nullptr: unset
     int expected;
   };
   const Case cases[] = {
-      {nullptr, 2}, {"", 2},   {"0", 0},   {"1", 1},   {"5", 5},    {"64", 64},
-      {"007", 7},   {"65", 2}, {"abc", 2}, {"-1", 2},  {"3x", 2},   {" 4", 2},
-      {"4 ", 2},    {"+4", 2}, {"1.5", 2}, {"99999999999999999999", 2},
+      {nullptr, 2},
+      {"", 2},
+      {"0", 0},
+      {"1", 1},
+      {"5", 5},
+      {"64", 64},
+      {"007", 7},
+      {"65", 2},
+      {"abc", 2},
+      {"-1", 2},
+      {"3x", 2},
+      {" 4", 2},
+      {"4 ", 2},
+      {"+4", 2},
+      {"1.5", 2},
+      {"99999999999999999999", 2},
   };
   for (const Case& c : cases) {
     const int code = run_in_child([&c]() {
@@ -136,36 +160,44 @@ void test_env_device_count() {
         setenv("ACCELRT_DEVICE_COUNT", c.value, 1);
       }
       int count = -1;
-      if (accelrtGetDeviceCount(&count) != accelrtSuccess) return 200;
+      if (accelrtGetDeviceCount(&count) != accelrtSuccess)
+        return 200;
       // The count is now fixed.
-      if (accelrtSetDeviceCount(1) != accelrtErrorAlreadyInitialized) return 201;
+      if (accelrtSetDeviceCount(1) != accelrtErrorAlreadyInitialized)
+        return 201;
       return count;
     });
     if (code != c.expected) {
-      report_failure(__FILE__, __LINE__,
-                     std::string("ACCELRT_DEVICE_COUNT=") + (c.value ? c.value : "(unset)") + " gave " +
-                         std::to_string(code) + ", expected " + std::to_string(c.expected));
+      report_failure(
+          __FILE__,
+          __LINE__,
+          std::string("ACCELRT_DEVICE_COUNT=") + (c.value ? c.value : "(unset)") + " gave " + std::to_string(code) +
+              ", expected " + std::to_string(c.expected));
     }
   }
   // accelrtSetDeviceCount before first use overrides the environment.
   EXPECT(run_in_child([]() {
            setenv("ACCELRT_DEVICE_COUNT", "7", 1);
-           if (accelrtSetDeviceCount(4) != accelrtSuccess) return 100;
+           if (accelrtSetDeviceCount(4) != accelrtSuccess)
+             return 100;
            int count = -1;
-           if (accelrtGetDeviceCount(&count) != accelrtSuccess) return 101;
+           if (accelrtGetDeviceCount(&count) != accelrtSuccess)
+             return 101;
            return count;
          }) == 4);
   // Any device-touching call fixes the count, e.g. accelrtGetDevice or accelrtMalloc.
   EXPECT(run_in_child([]() {
            unsetenv("ACCELRT_DEVICE_COUNT");
            int device = -1;
-           if (accelrtGetDevice(&device) != accelrtSuccess || device != 0) return 100;
+           if (accelrtGetDevice(&device) != accelrtSuccess || device != 0)
+             return 100;
            return accelrtSetDeviceCount(3) == accelrtErrorAlreadyInitialized ? 0 : 101;
          }) == 0);
   EXPECT(run_in_child([]() {
            unsetenv("ACCELRT_DEVICE_COUNT");
            void* p = nullptr;
-           if (accelrtMalloc(&p, 16) != accelrtSuccess) return 100;
+           if (accelrtMalloc(&p, 16) != accelrtSuccess)
+             return 100;
            const bool fixed = accelrtSetDeviceCount(3) == accelrtErrorAlreadyInitialized;
            accelrtFree(p);
            return fixed ? 0 : 101;
@@ -312,20 +344,21 @@ void test_current_device() {
   accelrtError_t thread_get = accelrtErrorNotReady;
   std::thread worker([&]() {
     thread_get = accelrtGetDevice(&thread_initial);
-    if (accelrtSetDevice(1) == accelrtSuccess) accelrtGetDevice(&thread_after);
+    if (accelrtSetDevice(1) == accelrtSuccess)
+      accelrtGetDevice(&thread_after);
   });
   worker.join();
   EXPECT_OK(thread_get);
   EXPECT(thread_initial == 0);
   EXPECT(thread_after == 1);
   EXPECT_OK(accelrtGetDevice(&device));
-  EXPECT(device == 2);  // the worker's SetDevice did not affect this thread
+  EXPECT(device == 2); // the worker's SetDevice did not affect this thread
 
   EXPECT_ERR(accelrtSetDevice(3), accelrtErrorInvalidDevice);
   EXPECT_ERR(accelrtSetDevice(-1), accelrtErrorInvalidDevice);
   EXPECT_ERR(accelrtSetDevice(1000), accelrtErrorInvalidDevice);
   EXPECT_OK(accelrtGetDevice(&device));
-  EXPECT(device == 2);  // unchanged by failed calls
+  EXPECT(device == 2); // unchanged by failed calls
   EXPECT_OK(accelrtSetDevice(0));
 }
 
@@ -368,7 +401,7 @@ void test_malloc_free() {
   EXPECT_OK(accelrtMalloc(&p, 100));
   EXPECT(p != nullptr);
   EXPECT(aligned64(p));
-  std::memset(p, 0x5A, 100);  // device memory is host memory
+  std::memset(p, 0x5A, 100); // device memory is host memory
   accelrtPointerAttributes attr;
   EXPECT_OK(accelrtPointerGetAttributes(&attr, p));
   EXPECT(attr.type == accelrtMemoryTypeDevice);
@@ -380,7 +413,8 @@ void test_malloc_free() {
     EXPECT_OK(accelrtMalloc(&q[i], static_cast<size_t>(1 + 37 * i)));
     EXPECT(aligned64(q[i]));
   }
-  for (int i = 0; i < 5; ++i) EXPECT_OK(accelrtFree(q[i]));
+  for (int i = 0; i < 5; ++i)
+    EXPECT_OK(accelrtFree(q[i]));
 
   // Size 0 gives NULL and success.
   void* z = reinterpret_cast<void*>(0x1);
@@ -392,16 +426,16 @@ void test_malloc_free() {
   int on_stack = 0;
   EXPECT_OK(accelrtFree(nullptr));
   EXPECT_ERR(accelrtFree(&on_stack), accelrtErrorInvalidValue);
-  EXPECT_ERR(accelrtFree(static_cast<char*>(p) + 1), accelrtErrorInvalidValue);  // interior
+  EXPECT_ERR(accelrtFree(static_cast<char*>(p) + 1), accelrtErrorInvalidValue); // interior
   void* host = nullptr;
   EXPECT_OK(accelrtMallocHost(&host, 64));
-  EXPECT_ERR(accelrtFree(host), accelrtErrorInvalidValue);  // pinned host memory
+  EXPECT_ERR(accelrtFree(host), accelrtErrorInvalidValue); // pinned host memory
   EXPECT_OK(accelrtFreeHost(host));
 
   // Freeing while another device is current is fine.
   EXPECT_OK(accelrtSetDevice(0));
   EXPECT_OK(accelrtFree(p));
-  EXPECT_ERR(accelrtFree(p), accelrtErrorInvalidValue);  // double free
+  EXPECT_ERR(accelrtFree(p), accelrtErrorInvalidValue); // double free
   accelrtMemoryStats stats;
   EXPECT_OK(accelrtDeviceGetMemoryStats(1, &stats));
   EXPECT(stats.allocatedBytes == 0);
@@ -588,7 +622,7 @@ void test_host_alloc() {
   EXPECT(aligned64(h));
   std::memset(h, 0x11, 4096);
   EXPECT_OK(accelrtFreeHost(h));
-  EXPECT_ERR(accelrtFreeHost(h), accelrtErrorInvalidValue);  // double free
+  EXPECT_ERR(accelrtFreeHost(h), accelrtErrorInvalidValue); // double free
 
   void* z = reinterpret_cast<void*>(0x1);
   EXPECT_OK(accelrtMallocHost(&z, 0));
@@ -600,7 +634,7 @@ void test_host_alloc() {
   EXPECT_ERR(accelrtFreeHost(&on_stack), accelrtErrorInvalidValue);
   void* d = nullptr;
   EXPECT_OK(accelrtMalloc(&d, 64));
-  EXPECT_ERR(accelrtFreeHost(d), accelrtErrorInvalidValue);  // device memory
+  EXPECT_ERR(accelrtFreeHost(d), accelrtErrorInvalidValue); // device memory
   EXPECT_OK(accelrtFree(d));
   char* interior = nullptr;
   EXPECT_OK(accelrtMallocHost(reinterpret_cast<void**>(&interior), 64));
@@ -614,7 +648,8 @@ void test_host_alloc() {
 
 std::vector<unsigned char> pattern(size_t n, unsigned seed) {
   std::vector<unsigned char> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = static_cast<unsigned char>((i * 31 + seed) & 0xFF);
+  for (size_t i = 0; i < n; ++i)
+    v[i] = static_cast<unsigned char>((i * 31 + seed) & 0xFF);
   return v;
 }
 
@@ -718,11 +753,11 @@ void test_memcpy_async() {
   EXPECT_ERR(accelrtMemcpyAsync(dst.data(), d, n + 1, accelrtMemcpyDeviceToHost, stream), accelrtErrorInvalidValue);
   EXPECT_OK(accelrtMemcpyAsync(nullptr, nullptr, 0, accelrtMemcpyDeviceToHost, stream));
   EXPECT_OK(accelrtStreamDestroy(stream));
-  EXPECT_ERR(accelrtMemcpyAsync(dst.data(), d, n, accelrtMemcpyDeviceToHost, stream),
-             accelrtErrorInvalidResourceHandle);
-  EXPECT_ERR(accelrtMemcpyAsync(dst.data(), d, n, accelrtMemcpyDeviceToHost,
-                                reinterpret_cast<accelrtStream_t>(0xdeadbeef)),
-             accelrtErrorInvalidResourceHandle);
+  EXPECT_ERR(
+      accelrtMemcpyAsync(dst.data(), d, n, accelrtMemcpyDeviceToHost, stream), accelrtErrorInvalidResourceHandle);
+  EXPECT_ERR(
+      accelrtMemcpyAsync(dst.data(), d, n, accelrtMemcpyDeviceToHost, reinterpret_cast<accelrtStream_t>(0xdeadbeef)),
+      accelrtErrorInvalidResourceHandle);
   EXPECT_OK(accelrtFree(d));
   EXPECT_OK(accelrtSetDevice(0));
 }
@@ -746,7 +781,7 @@ void test_memset() {
   EXPECT_ERR(accelrtMemset(d, 0, n + 1), accelrtErrorInvalidValue);
   EXPECT(d[64] == 0xCD);
   EXPECT(d[0] == 0xAB);
-  EXPECT_ERR(accelrtMemset(host.data(), 0, n), accelrtErrorInvalidValue);  // not device memory
+  EXPECT_ERR(accelrtMemset(host.data(), 0, n), accelrtErrorInvalidValue); // not device memory
   void* pinned = nullptr;
   EXPECT_OK(accelrtMallocHost(&pinned, 16));
   EXPECT_ERR(accelrtMemset(pinned, 0, 16), accelrtErrorInvalidValue);
@@ -754,7 +789,7 @@ void test_memset() {
   EXPECT_OK(accelrtMemset(nullptr, 0, 0));
   EXPECT_ERR(accelrtMemset(nullptr, 0, 1), accelrtErrorInvalidValue);
   EXPECT_OK(accelrtFree(d));
-  EXPECT_ERR(accelrtMemset(d, 0, 1), accelrtErrorInvalidValue);  // freed
+  EXPECT_ERR(accelrtMemset(d, 0, 1), accelrtErrorInvalidValue); // freed
 }
 
 void test_streams() {
@@ -823,10 +858,13 @@ void test_streams() {
   EXPECT_ERR(accelrtStreamGetPriority(streams[0], nullptr), accelrtErrorInvalidValue);
   EXPECT_ERR(accelrtStreamDestroy(nullptr), accelrtErrorInvalidResourceHandle);
 
-  for (accelrtStream_t st : streams) EXPECT_OK(accelrtStreamDestroy(st));
+  for (accelrtStream_t st : streams)
+    EXPECT_OK(accelrtStreamDestroy(st));
 }
 
-void host_fn_increment(void* data) { ++*static_cast<int*>(data); }
+void host_fn_increment(void* data) {
+  ++*static_cast<int*>(data);
+}
 
 void test_destroyed_and_garbage_handles() {
   accelrtStream_t stream = nullptr;
@@ -859,7 +897,7 @@ void test_destroyed_and_garbage_handles() {
     EXPECT_ERR(accelrtMemcpyAsync(buf, buf + 2, 2, accelrtMemcpyHostToHost, s), accelrtErrorInvalidResourceHandle);
     EXPECT_ERR(accelrtEventRecord(live_event, s), accelrtErrorInvalidResourceHandle);
   }
-  EXPECT(value == 0);  // the host function never ran
+  EXPECT(value == 0); // the host function never ran
 
   const accelrtEvent_t bad_events[] = {
       event,
@@ -993,9 +1031,9 @@ void test_stream_wait_event() {
   accelrtEvent_t e = nullptr;
   EXPECT_OK(accelrtEventCreate(&e));
 
-  EXPECT_OK(accelrtStreamWaitEvent(s2, e, 0));  // never recorded: nothing to wait for
-  EXPECT_OK(accelrtEventRecord(e, s1));         // cross-device record
-  EXPECT_OK(accelrtStreamWaitEvent(s2, e, 0));  // cross-device wait
+  EXPECT_OK(accelrtStreamWaitEvent(s2, e, 0)); // never recorded: nothing to wait for
+  EXPECT_OK(accelrtEventRecord(e, s1));        // cross-device record
+  EXPECT_OK(accelrtStreamWaitEvent(s2, e, 0)); // cross-device wait
   EXPECT_OK(accelrtStreamWaitEvent(nullptr, e, 0));
   EXPECT_OK(accelrtStreamWaitEvent(s1, e, 0));
   EXPECT_OK(accelrtStreamQuery(s2));
@@ -1020,7 +1058,8 @@ void host_fn_record(void* user_data) {
   HostFnData* data = static_cast<HostFnData*>(user_data);
   ++data->calls;
   data->thread = std::this_thread::get_id();
-  if (data->device_data != nullptr) data->first_byte = data->device_data[0];
+  if (data->device_data != nullptr)
+    data->first_byte = data->device_data[0];
 }
 
 void test_launch_host_func() {
@@ -1044,7 +1083,8 @@ void test_launch_host_func() {
   int counter = 0;
   EXPECT_OK(accelrtLaunchHostFunc(s, host_fn_increment, &counter));
   EXPECT(counter == 1);
-  EXPECT_OK(accelrtLaunchHostFunc(s, [](void*) {}, nullptr));  // NULL user data is fine
+  EXPECT_OK(accelrtLaunchHostFunc(
+      s, [](void*) {}, nullptr)); // NULL user data is fine
   EXPECT_ERR(accelrtLaunchHostFunc(s, nullptr, &counter), accelrtErrorInvalidValue);
   EXPECT_OK(accelrtFree(d));
   EXPECT_OK(accelrtStreamDestroy(s));
@@ -1066,7 +1106,8 @@ void test_concurrent_malloc_free() {
           unsigned char* p = nullptr;
           const accelrtError_t err = accelrtMalloc(reinterpret_cast<void**>(&p), size);
           EXPECT_OK(err);
-          if (err != accelrtSuccess) continue;
+          if (err != accelrtSuccess)
+            continue;
           EXPECT(aligned64(p));
           std::memset(p, t, size);
           live.emplace_back(p, size);
@@ -1075,14 +1116,15 @@ void test_concurrent_malloc_free() {
           auto [p, size] = live[index];
           accelrtPointerAttributes attr;
           EXPECT_OK(accelrtPointerGetAttributes(&attr, p + size - 1));
-          EXPECT(attr.type == accelrtMemoryTypeDevice && attr.device == device && attr.basePointer == p &&
-                 attr.size == size);
+          EXPECT(
+              attr.type == accelrtMemoryTypeDevice && attr.device == device && attr.basePointer == p &&
+              attr.size == size);
           EXPECT(p[0] == static_cast<unsigned char>(t) && p[size - 1] == static_cast<unsigned char>(t));
           EXPECT_OK(accelrtFree(p));
           live[index] = live.back();
           live.pop_back();
         }
-        if (i % 64 == 0) {  // exercise the handle registries concurrently too
+        if (i % 64 == 0) { // exercise the handle registries concurrently too
           accelrtStream_t s = nullptr;
           accelrtEvent_t e = nullptr;
           EXPECT_OK(accelrtStreamCreate(&s));
@@ -1093,10 +1135,12 @@ void test_concurrent_malloc_free() {
           EXPECT_OK(accelrtStreamDestroy(s));
         }
       }
-      for (auto& entry : live) EXPECT_OK(accelrtFree(entry.first));
+      for (auto& entry : live)
+        EXPECT_OK(accelrtFree(entry.first));
     });
   }
-  for (std::thread& th : threads) th.join();
+  for (std::thread& th : threads)
+    th.join();
   for (int d = 0; d < 3; ++d) {
     accelrtMemoryStats stats;
     EXPECT_OK(accelrtDeviceGetMemoryStats(d, &stats));
@@ -1106,7 +1150,7 @@ void test_concurrent_malloc_free() {
   }
 }
 
-}  // namespace
+} // namespace
 
 int main() {
   // Fresh-runtime tests in forked children, while the parent has not touched any device.
@@ -1115,7 +1159,8 @@ int main() {
       {"set_device_count_validation", test_set_device_count_validation},
       {"zero_devices", test_zero_devices},
   };
-  for (const TestCase& test : fork_tests) run_test(test);
+  for (const TestCase& test : fork_tests)
+    run_test(test);
 
   // The parent fixes the device count to 3 before anything else touches devices.
   const TestCase tests[] = {
@@ -1140,7 +1185,8 @@ int main() {
       {"launch_host_func", test_launch_host_func},
       {"concurrent_malloc_free", test_concurrent_malloc_free},
   };
-  for (const TestCase& test : tests) run_test(test);
+  for (const TestCase& test : tests)
+    run_test(test);
 
   std::printf("%d passed, %d failed\n", g_passed, g_failed);
   return g_failed > 0 ? 1 : 0;

@@ -11,9 +11,13 @@ const char* accelrt_test_error_name(int code);
 accelrtError_t accelrt_test_memcpy(void* dst, const void* src, size_t count, int kind);
 int accelrt_test_c_types(void);
 
-const char* accelrt_test_error_string(int code) { return accelrtGetErrorString((accelrtError_t)code); }
+const char* accelrt_test_error_string(int code) {
+  return accelrtGetErrorString((accelrtError_t)code);
+}
 
-const char* accelrt_test_error_name(int code) { return accelrtGetErrorName((accelrtError_t)code); }
+const char* accelrt_test_error_name(int code) {
+  return accelrtGetErrorName((accelrtError_t)code);
+}
 
 accelrtError_t accelrt_test_memcpy(void* dst, const void* src, size_t count, int kind) {
   return accelrtMemcpy(dst, src, count, (accelrtMemcpyKind)kind);
@@ -36,6 +40,6 @@ int accelrt_test_c_types(void) {
   (void)type;
   (void)kind;
   (void)err;
-  return sizeof(attributes) > 0 && sizeof(prop.name) == 256 && sizeof(stats) > 0 &&
-         accelrtEventDisableTiming == 2u && accelrtStreamNonBlocking == 1u;
+  return sizeof(attributes) > 0 && sizeof(prop.name) == 256 && sizeof(stats) > 0 && accelrtEventDisableTiming == 2u &&
+         accelrtStreamNonBlocking == 1u;
 }

@@ -90,12 +90,12 @@ accelrtError_t accelrtSetDevice(int device);
 accelrtError_t accelrtDeviceSynchronize(void);
 
 typedef struct accelrtDeviceProp {
-  char name[256];           /* "accelrt host device N" */
-  size_t totalGlobalMem;    /* the device's current memory limit */
-  int major, minor;         /* compute capability: 1.0 */
-  int multiProcessorCount;  /* std::thread::hardware_concurrency() (at least 1) */
-  int warpSize;             /* 1 */
-  size_t maxThreadsPerBlock;/* 1 */
+  char name[256];            /* "accelrt host device N" */
+  size_t totalGlobalMem;     /* the device's current memory limit */
+  int major, minor;          /* compute capability: 1.0 */
+  int multiProcessorCount;   /* std::thread::hardware_concurrency() (at least 1) */
+  int warpSize;              /* 1 */
+  size_t maxThreadsPerBlock; /* 1 */
 } accelrtDeviceProp;
 
 /* Fills *prop with the properties of device. */
@@ -120,25 +120,25 @@ accelrtError_t accelrtMallocHost(void** ptr, size_t size);
 accelrtError_t accelrtFreeHost(void* ptr);
 
 typedef enum accelrtMemoryType {
-  accelrtMemoryTypeUnregistered = 0,  /* not allocated by accelrt */
-  accelrtMemoryTypeHost = 1,          /* accelrtMallocHost */
-  accelrtMemoryTypeDevice = 2         /* accelrtMalloc */
+  accelrtMemoryTypeUnregistered = 0, /* not allocated by accelrt */
+  accelrtMemoryTypeHost = 1,         /* accelrtMallocHost */
+  accelrtMemoryTypeDevice = 2        /* accelrtMalloc */
 } accelrtMemoryType;
 
 typedef struct accelrtPointerAttributes {
-  accelrtMemoryType type;  /* kind of allocation containing the pointer */
-  int device;              /* owning device; -1 for host and unregistered memory */
-  void* basePointer;       /* start of the containing allocation; NULL if unregistered */
-  size_t size;             /* size of the containing allocation; 0 if unregistered */
+  accelrtMemoryType type; /* kind of allocation containing the pointer */
+  int device;             /* owning device; -1 for host and unregistered memory */
+  void* basePointer;      /* start of the containing allocation; NULL if unregistered */
+  size_t size;            /* size of the containing allocation; 0 if unregistered */
 } accelrtPointerAttributes;
 
 /* Describes the allocation containing ptr (base or interior pointer); untracked -> Unregistered, -1, success. */
 accelrtError_t accelrtPointerGetAttributes(accelrtPointerAttributes* attributes, const void* ptr);
 
 typedef struct accelrtMemoryStats {
-  size_t allocatedBytes;      /* bytes currently allocated (as requested) */
-  size_t peakAllocatedBytes;  /* maximum of allocatedBytes since start or the last reset */
-  size_t allocationCount;     /* number of live allocations */
+  size_t allocatedBytes;     /* bytes currently allocated (as requested) */
+  size_t peakAllocatedBytes; /* maximum of allocatedBytes since start or the last reset */
+  size_t allocationCount;    /* number of live allocations */
 } accelrtMemoryStats;
 
 /* Writes the device's memory statistics. */
@@ -151,15 +151,15 @@ typedef enum accelrtMemcpyKind {
   accelrtMemcpyHostToDevice = 1,
   accelrtMemcpyDeviceToHost = 2,
   accelrtMemcpyDeviceToDevice = 3,
-  accelrtMemcpyDefault = 4  /* inferred: a pointer inside a live device allocation is device-side */
+  accelrtMemcpyDefault = 4 /* inferred: a pointer inside a live device allocation is device-side */
 } accelrtMemcpyKind;
 
 /* Copies count bytes (overlap-safe); device-side ranges must lie inside one live device allocation
  * (InvalidValue otherwise); host side only needs non-NULL; count 0 is a no-op; bad kind -> InvalidValue. */
 accelrtError_t accelrtMemcpy(void* dst, const void* src, size_t count, accelrtMemcpyKind kind);
 /* accelrtMemcpy enqueued on stream (validated; completes before returning). */
-accelrtError_t accelrtMemcpyAsync(void* dst, const void* src, size_t count, accelrtMemcpyKind kind,
-                                  accelrtStream_t stream);
+accelrtError_t
+accelrtMemcpyAsync(void* dst, const void* src, size_t count, accelrtMemcpyKind kind, accelrtStream_t stream);
 /* Sets count bytes of device memory to (unsigned char)value; range must lie in one device allocation. */
 accelrtError_t accelrtMemset(void* dst, int value, size_t count);
 
