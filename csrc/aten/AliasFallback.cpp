@@ -28,10 +28,12 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/TensorImpl.h>
+#include <c10/util/SmallVector.h>
 #include <torch/library.h>
 
 #include <atomic>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -67,6 +69,43 @@ bool acceptsCpuTensors(const c10::OperatorName& name) {
   return false;
 }
 
+bool isOptionalGenerator(const c10::Argument& argument) {
+  const auto optional = argument.type()->cast<c10::OptionalType>();
+  return optional && optional->getElementType()->kind() == c10::TypeKind::GeneratorType;
+}
+
+// What the fallback needs to know about an operator's schema, worked out once
+// per operator (per thread, so no lock) instead of on every call.
+struct OperatorFacts {
+  c10::OperatorName name;
+  c10::SmallVector<bool, 8> mutable_arguments;   // written to: out=, in-place
+  c10::SmallVector<bool, 8> optional_generators; // Generator? arguments
+  bool draws_from_default_generator = false;     // random, without a generator argument
+  bool accepts_cpu_tensors = false;
+
+  explicit OperatorFacts(const c10::OperatorHandle& op) : name(op.operator_name()) {
+    bool takes_generator = false;
+    for (const auto& argument : op.schema().arguments()) {
+      mutable_arguments.push_back(argument.alias_info() != nullptr && argument.alias_info()->isWrite());
+      optional_generators.push_back(isOptionalGenerator(argument));
+      takes_generator |= optional_generators.back() || argument.type()->kind() == c10::TypeKind::GeneratorType;
+    }
+    draws_from_default_generator = !takes_generator && op.hasTag(at::Tag::nondeterministic_seeded);
+    accepts_cpu_tensors = acceptsCpuTensors(name);
+  }
+};
+
+const OperatorFacts& factsFor(const c10::OperatorHandle& op) {
+  // Keyed by schema address; the name check catches an address reused by an
+  // operator registered after another was removed.
+  thread_local std::unordered_map<const c10::FunctionSchema*, std::unique_ptr<OperatorFacts>> cache;
+  auto& slot = cache[&op.schema()];
+  if (!slot || slot->name != op.operator_name()) {
+    slot = std::make_unique<OperatorFacts>(op);
+  }
+  return *slot;
+}
+
 // One accel tensor argument and the target view standing in for it.
 struct MappedTensor {
   at::Tensor accel;
@@ -78,13 +117,13 @@ struct MappedTensor {
 class FallbackCall {
 public:
   FallbackCall(const c10::OperatorHandle& op, torch::jit::Stack* stack)
-      : op_(op), schema_(op.schema()), stack_(*stack) {}
+      : op_(op), schema_(op.schema()), facts_(factsFor(op)), stack_(*stack) {}
 
   void run() {
-    const auto& arguments = schema_.arguments();
-    const size_t begin = stack_.size() - arguments.size();
-    for (size_t i = 0; i < arguments.size(); ++i) {
-      mapArgument(arguments[i], stack_[begin + i]);
+    const size_t arguments = schema_.arguments().size();
+    const size_t begin = stack_.size() - arguments;
+    for (size_t i = 0; i < arguments; ++i) {
+      mapArgument(i, stack_[begin + i]);
     }
     resolveDevice();
     checkDevices();
@@ -106,7 +145,7 @@ public:
       c10::DeviceGuard device_guard(c10::Device(kAccel, device_));
       TargetAllocationsAreAccel allocations;
       std::optional<TargetDefaultGeneratorAsAccel> random_state;
-      if (drawsFromDefaultGenerator()) {
+      if (facts_.draws_from_default_generator) {
         random_state.emplace(device_);
       }
       try {
@@ -140,8 +179,8 @@ public:
 private:
   // --- Arguments ----------------------------------------------------------
 
-  void mapArgument(const c10::Argument& argument, c10::IValue& value) {
-    const bool is_mutable = argument.alias_info() != nullptr && argument.alias_info()->isWrite();
+  void mapArgument(size_t index, c10::IValue& value) {
+    const bool is_mutable = facts_.mutable_arguments[index];
     if (value.isTensor()) {
       value = mapTensor(value.toTensor(), is_mutable);
     } else if (value.isTensorList()) {
@@ -177,30 +216,11 @@ private:
           schema_.operator_name(),
           ")");
       value = c10::IValue(targetGenerator(generator));
-    } else if (value.isNone() && isOptionalGenerator(argument)) {
+    } else if (value.isNone() && facts_.optional_generators[index]) {
       // Without a generator the target kernel would draw from the target
       // device's default generator; accel has its own.
-      default_generator_args_.push_back(&argument - schema_.arguments().data());
+      default_generator_args_.push_back(index);
     }
-  }
-
-  // A random operator without a generator argument.
-  bool drawsFromDefaultGenerator() const {
-    if (!op_.hasTag(at::Tag::nondeterministic_seeded)) {
-      return false;
-    }
-    for (const auto& argument : schema_.arguments()) {
-      const auto& type = argument.type();
-      if (type->kind() == c10::TypeKind::GeneratorType || isOptionalGenerator(argument)) {
-        return false;
-      }
-    }
-    return true;
-  }
-
-  static bool isOptionalGenerator(const c10::Argument& argument) {
-    const auto optional = argument.type()->cast<c10::OptionalType>();
-    return optional && optional->getElementType()->kind() == c10::TypeKind::GeneratorType;
   }
 
   at::Tensor mapTensor(const at::Tensor& tensor, bool is_mutable) {
@@ -265,7 +285,7 @@ private:
     // Target kernels cannot tell accel memory from host memory on the host
     // runtime, so the fallback enforces CUDA's rule on every runtime.
     TORCH_CHECK(
-        !foreign_device_.has_value() || (foreign_device_->is_cpu() && acceptsCpuTensors(schema_.operator_name())),
+        !foreign_device_.has_value() || (foreign_device_->is_cpu() && facts_.accepts_cpu_tensors),
         "Expected all tensors to be on the same device, but found at least two devices, accel:",
         static_cast<int>(device_),
         " and ",
@@ -277,13 +297,22 @@ private:
 
   // --- Results ------------------------------------------------------------
 
+  size_t& resultStorageRefs(const c10::StorageImpl* storage) {
+    for (auto& [impl, refs] : result_storage_refs_) {
+      if (impl == storage) {
+        return refs;
+      }
+    }
+    return result_storage_refs_.emplace_back(storage, 0).second;
+  }
+
   // Results that share one fresh storage (say, two views of one buffer) may
   // adopt it only if nothing else holds it.
   void countResultStorages(size_t results) {
     for (size_t i = stack_.size() - results; i < stack_.size(); ++i) {
       forEachTensor(stack_[i], [&](const at::Tensor& tensor) {
         if (tensor.defined() && tensor.has_storage()) {
-          ++result_storage_refs_[tensor.storage().unsafeGetStorageImpl()];
+          ++resultStorageRefs(tensor.storage().unsafeGetStorageImpl());
         }
       });
     }
@@ -352,19 +381,20 @@ private:
 
   c10::Storage adoptStorage(const c10::Storage& target) {
     c10::StorageImpl* impl = target.unsafeGetStorageImpl();
-    auto found = adopted_.find(impl);
-    if (found != adopted_.end()) {
-      return found->second;
+    for (const auto& [target_impl, accel] : adopted_) {
+      if (target_impl == impl) {
+        return accel;
+      }
     }
     c10::Storage accel = adoptOrCopy(impl);
-    adopted_.emplace(impl, accel);
+    adopted_.emplace_back(impl, accel);
     return accel;
   }
 
   c10::Storage adoptOrCopy(c10::StorageImpl* target) {
     const size_t nbytes = target->nbytes();
     // Owned only by this call's results: the allocation can change hands.
-    if (c10::raw::intrusive_ptr::use_count(target) == result_storage_refs_[target]) {
+    if (c10::raw::intrusive_ptr::use_count(target) == resultStorageRefs(target)) {
       c10::DataPtr data = target->set_data_ptr(c10::DataPtr(nullptr, target->device()));
       if (runtime().adoptTargetAllocation(data, device_)) {
         return accelStorage(std::move(data), nbytes);
@@ -433,15 +463,16 @@ private:
 
   const c10::OperatorHandle& op_;
   const c10::FunctionSchema& schema_;
+  const OperatorFacts& facts_;
   torch::jit::Stack& stack_;
 
-  std::vector<MappedTensor> inputs_;
-  std::vector<size_t> default_generator_args_;
+  c10::SmallVector<MappedTensor, 4> inputs_;
+  c10::SmallVector<size_t, 1> default_generator_args_;
   c10::DeviceIndex device_ = -1;
   c10::DeviceIndex other_accel_device_ = -1;
   std::optional<c10::Device> foreign_device_;
-  std::unordered_map<const c10::StorageImpl*, size_t> result_storage_refs_;
-  std::unordered_map<const c10::StorageImpl*, c10::Storage> adopted_;
+  c10::SmallVector<std::pair<const c10::StorageImpl*, size_t>, 2> result_storage_refs_;
+  c10::SmallVector<std::pair<const c10::StorageImpl*, c10::Storage>, 2> adopted_;
 };
 
 std::atomic<uint64_t> fallbackCalls{0};
