@@ -224,6 +224,17 @@ private:
   }
 
   at::Tensor mapTensor(const at::Tensor& tensor, bool is_mutable) {
+    // The same accel tensor passed twice (self and out=self) must be the same
+    // target tensor, as on the target: kernels treat an output that is also an
+    // input differently (in-place broadcasting rules, overlap checks).
+    if (tensor.defined() && isAccel(tensor)) {
+      for (auto& mapped : inputs_) {
+        if (mapped.accel.unsafeGetTensorImpl() == tensor.unsafeGetTensorImpl()) {
+          mapped.mutable_ |= is_mutable;
+          return mapped.target;
+        }
+      }
+    }
     if (!tensor.defined()) {
       return tensor;
     }
@@ -239,7 +250,9 @@ private:
         tensor.layout(),
         "; accel supports strided tensors only");
     noteDevice(tensor.device().index());
-    at::Tensor target = is_mutable ? toResizableTarget(tensor) : toTarget(tensor);
+    // Resizable even when not written to here: the same tensor may come back
+    // as a mutable argument later in the argument list.
+    at::Tensor target = toResizableTarget(tensor);
     inputs_.push_back({tensor, target, target.storage().unsafeGetStorageImpl(), is_mutable});
     return target;
   }
@@ -485,6 +498,13 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&aliasFallback>());
 }
 
+// Operators whose composite kernel calls CPU/CUDA-only code directly (a
+// DispatchStub keyed by the tensors' device type), so PrivateUse1 cannot run
+// it; through the fallback the composite runs on target tensors instead.
+bool runsOnTargetComposite(std::string_view name) {
+  return name == "aten::conj_physical_";
+}
+
 // Operators that must keep their composite kernel on accel: they move data
 // between devices or manage storage, which the fallback's same-device rule
 // and memory model do not describe.
@@ -535,13 +555,13 @@ void preferTargetKernels() {
       }
       const auto op = dispatcher.findOp(name);
       if (!op.has_value() || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) ||
-          !op->hasKernelForDispatchKey(target_key)) {
+          !(op->hasKernelForDispatchKey(target_key) || runsOnTargetComposite(name.name))) {
         continue;
       }
       const bool composite = op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
                              op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
       const std::string full_name = c10::toString(name);
-      if (!composite || keepsCompositeKernel(name.name)) {
+      if (!(composite || runsOnTargetComposite(name.name)) || keepsCompositeKernel(name.name)) {
         continue;
       }
       // The library keeps pointers to the names it registers.
