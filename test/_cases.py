@@ -17,12 +17,16 @@ import torch
 from torch import nn
 
 
-def make_deterministic() -> None:
-    # Same kernels on the same inputs give the same bits only if the kernels
-    # themselves are deterministic (cuBLAS workspaces, cuDNN algorithms).
-    torch.backends.cudnn.deterministic = True
-    torch.backends.cudnn.benchmark = False
+def deterministic():
+    """Same kernels on the same inputs give the same bits only if the kernels
+    themselves are deterministic (cuBLAS workspaces, cuDNN algorithms). ATen
+    picks cuDNN batch norm only for tensors whose device type is cuda, so accel
+    gets the native CUDA kernel; the reference turns cuDNN off to use it too.
+    """
     torch.use_deterministic_algorithms(True, warn_only=True)
+    # The flags() context manager also works after PyTorch's test utilities
+    # have frozen the global cuDNN flags.
+    return torch.backends.cudnn.flags(enabled=False, benchmark=False, deterministic=True)
 
 
 class SmallCNN(nn.Module):
@@ -104,12 +108,12 @@ OPTIMIZERS = {
 
 
 def train(model_name: str, optimizer_name: str, device: str) -> dict:
-    make_deterministic()
     model_class, make_batch = MODELS[model_name]
     optimizer_class, optimizer_args = OPTIMIZERS[optimizer_name]
     torch.manual_seed(0)
     model = model_class()  # initialised on the CPU: the same weights everywhere
-    return _train(model, make_batch, device, optimizer_class, **optimizer_args)
+    with deterministic():
+        return _train(model, make_batch, device, optimizer_class, **optimizer_args)
 
 
 def tanh_backward(device: str) -> dict:

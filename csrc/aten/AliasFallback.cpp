@@ -358,9 +358,16 @@ private:
   }
 
   at::Tensor mapResultTensor(const at::Tensor& result) {
-    if (!result.defined() || result.device().type() != runtime().targetType() || !result.has_storage()) {
+    if (!result.defined() || result.device().type() != runtime().targetType()) {
       return result; // e.g. a CPU result of a CUDA kernel
     }
+    TORCH_CHECK_NOT_IMPLEMENTED(
+        result.layout() == at::kStrided && result.has_storage(),
+        "The operator '",
+        schema_.operator_name(),
+        "' returned a ",
+        result.layout(),
+        " tensor; accel supports strided tensors only");
     for (const auto& mapped : inputs_) {
       if (result.unsafeGetTensorImpl() == mapped.target.unsafeGetTensorImpl()) {
         return mapped.accel; // in-place and out= results are the argument
