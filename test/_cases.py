@@ -10,6 +10,7 @@ opt_parent_stream"). The reference therefore runs where accel does not exist.
 This module must not import torch_accel.
 """
 
+import contextlib
 import copy
 import sys
 
@@ -17,12 +18,26 @@ import torch
 from torch import nn
 
 
-def make_deterministic() -> None:
+@contextlib.contextmanager
+def deterministic():
     # Same kernels on the same inputs give the same bits only if the kernels
-    # themselves are deterministic (cuBLAS workspaces, cuDNN algorithms).
+    # themselves are deterministic (cuBLAS workspaces, cuDNN algorithms). The
+    # settings are global: restore them, or later tests in the process run
+    # other kernels (and no longer match their target bit for bit).
+    saved = (
+        torch.backends.cudnn.deterministic,
+        torch.backends.cudnn.benchmark,
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+    )
     torch.backends.cudnn.deterministic = True
     torch.backends.cudnn.benchmark = False
     torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = saved[:2]
+        torch.use_deterministic_algorithms(saved[2], warn_only=saved[3])
 
 
 class SmallCNN(nn.Module):
@@ -73,14 +88,26 @@ def transformer_batch(device, step):
     return tokens.to(device), tokens.roll(-1, 1).to(device)
 
 
-def _train(model, make_batch, device, optimizer_class, steps=3, **optimizer_args):
+def without_dropout(model: nn.Module) -> nn.Module:
+    # Compiled dropout draws its masks from Inductor's own generator, not
+    # eager's: compiled and eager runs are comparable without it.
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = 0.0
+        elif isinstance(module, nn.MultiheadAttention):
+            module.dropout = 0.0
+    return model
+
+
+def _train(model, make_batch, device, optimizer_class, steps=3, compiled=False, **optimizer_args):
     model = copy.deepcopy(model).to(device)
     optimizer = optimizer_class(model.parameters(), **optimizer_args)
+    forward = torch.compile(model) if compiled else model
     torch.manual_seed(1234)  # dropout masks: same seed, same numbers on accel and the target
     losses = []
     for step in range(steps):
         inputs, labels = make_batch(device, step)
-        logits = model(inputs)
+        logits = forward(inputs)
         loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
         optimizer.zero_grad()
         loss.backward()
@@ -103,13 +130,15 @@ OPTIMIZERS = {
 }
 
 
-def train(model_name: str, optimizer_name: str, device: str) -> dict:
-    make_deterministic()
+def train(model_name: str, optimizer_name: str, device: str, compiled: bool = False, dropout: bool = True) -> dict:
     model_class, make_batch = MODELS[model_name]
     optimizer_class, optimizer_args = OPTIMIZERS[optimizer_name]
     torch.manual_seed(0)
     model = model_class()  # initialised on the CPU: the same weights everywhere
-    return _train(model, make_batch, device, optimizer_class, **optimizer_args)
+    if not dropout:
+        without_dropout(model)
+    with deterministic():
+        return _train(model, make_batch, device, optimizer_class, compiled=compiled, **optimizer_args)
 
 
 def tanh_backward(device: str) -> dict:
@@ -136,6 +165,13 @@ def all_cases(device: str) -> dict:
     return results
 
 
+def compiled_cases(device: str) -> dict:
+    """Training runs of compiled models, without dropout (see without_dropout)."""
+    return {f"train-{m}-sgd": train(m, "sgd", device, compiled=True, dropout=False) for m in MODELS}
+
+
 if __name__ == "__main__":
-    # python _cases.py DEVICE OUTPUT: every case on DEVICE, saved to OUTPUT.
-    torch.save(all_cases(sys.argv[1]), sys.argv[2])
+    # python _cases.py DEVICE OUTPUT [--compiled]: every case (or every
+    # compiled case) on DEVICE, saved to OUTPUT.
+    cases = compiled_cases if sys.argv[3:] == ["--compiled"] else all_cases
+    torch.save(cases(sys.argv[1]), sys.argv[2])
