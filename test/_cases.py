@@ -10,6 +10,7 @@ opt_parent_stream"). The reference therefore runs where accel does not exist.
 This module must not import torch_accel.
 """
 
+import contextlib
 import copy
 import sys
 
@@ -17,16 +18,23 @@ import torch
 from torch import nn
 
 
+@contextlib.contextmanager
 def deterministic():
     """Same kernels on the same inputs give the same bits only if the kernels
     themselves are deterministic (cuBLAS workspaces, cuDNN algorithms). ATen
     picks cuDNN batch norm only for tensors whose device type is cuda, so accel
     gets the native CUDA kernel; the reference turns cuDNN off to use it too.
+    The settings are global: they are restored afterwards, or later tests in
+    the process would run other kernels.
     """
+    saved = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
     torch.use_deterministic_algorithms(True, warn_only=True)
-    # The flags() context manager also works after PyTorch's test utilities
-    # have frozen the global cuDNN flags.
-    return torch.backends.cudnn.flags(enabled=False, benchmark=False, deterministic=True)
+    try:
+        # flags() also works after PyTorch's test utilities froze the global cuDNN flags.
+        with torch.backends.cudnn.flags(enabled=False, benchmark=False, deterministic=True):
+            yield
+    finally:
+        torch.use_deterministic_algorithms(saved[0], warn_only=saved[1])
 
 
 class SmallCNN(nn.Module):
@@ -77,14 +85,26 @@ def transformer_batch(device, step):
     return tokens.to(device), tokens.roll(-1, 1).to(device)
 
 
-def _train(model, make_batch, device, optimizer_class, steps=3, **optimizer_args):
+def without_dropout(model: nn.Module) -> nn.Module:
+    # Compiled dropout draws its masks from Inductor's own generator, not
+    # eager's: compiled and eager runs are comparable without it.
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = 0.0
+        elif isinstance(module, nn.MultiheadAttention):
+            module.dropout = 0.0
+    return model
+
+
+def _train(model, make_batch, device, optimizer_class, steps=3, compiled=False, **optimizer_args):
     model = copy.deepcopy(model).to(device)
     optimizer = optimizer_class(model.parameters(), **optimizer_args)
+    forward = torch.compile(model) if compiled else model
     torch.manual_seed(1234)  # dropout masks: same seed, same numbers on accel and the target
     losses = []
     for step in range(steps):
         inputs, labels = make_batch(device, step)
-        logits = model(inputs)
+        logits = forward(inputs)
         loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
         optimizer.zero_grad()
         loss.backward()
@@ -107,13 +127,15 @@ OPTIMIZERS = {
 }
 
 
-def train(model_name: str, optimizer_name: str, device: str) -> dict:
+def train(model_name: str, optimizer_name: str, device: str, compiled: bool = False, dropout: bool = True) -> dict:
     model_class, make_batch = MODELS[model_name]
     optimizer_class, optimizer_args = OPTIMIZERS[optimizer_name]
     torch.manual_seed(0)
     model = model_class()  # initialised on the CPU: the same weights everywhere
+    if not dropout:
+        without_dropout(model)
     with deterministic():
-        return _train(model, make_batch, device, optimizer_class, **optimizer_args)
+        return _train(model, make_batch, device, optimizer_class, compiled=compiled, **optimizer_args)
 
 
 def tanh_backward(device: str) -> dict:
@@ -140,6 +162,13 @@ def all_cases(device: str) -> dict:
     return results
 
 
+def compiled_cases(device: str) -> dict:
+    """Training runs of compiled models, without dropout (see without_dropout)."""
+    return {f"train-{m}-sgd": train(m, "sgd", device, compiled=True, dropout=False) for m in MODELS}
+
+
 if __name__ == "__main__":
-    # python _cases.py DEVICE OUTPUT: every case on DEVICE, saved to OUTPUT.
-    torch.save(all_cases(sys.argv[1]), sys.argv[2])
+    # python _cases.py DEVICE OUTPUT [--compiled]: every case (or every
+    # compiled case) on DEVICE, saved to OUTPUT.
+    cases = compiled_cases if sys.argv[3:] == ["--compiled"] else all_cases
+    torch.save(cases(sys.argv[1]), sys.argv[2])

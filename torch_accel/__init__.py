@@ -243,12 +243,22 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
     return "BFloat16" in _C._supported_dtypes(current_device())
 
 
+# Inductor's init_backend_registration() looks these up on the PrivateUse1
+# device module to register the backend's code generators (see
+# _inductor_registration): answering registers accel's backend.
+_INDUCTOR_BACKEND_ATTRIBUTES = ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen", "WrapperFxCodegen")
+
+
 def __getattr__(name: str) -> Any:
     # default_generators is filled in at initialisation (as torch.cuda's).
     if name == "default_generators":
         from . import _lazy
 
         return _lazy.default_generators
+    if name in _INDUCTOR_BACKEND_ATTRIBUTES:
+        from ._inductor_registration import inductor_backend
+
+        return getattr(inductor_backend(), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -259,8 +269,14 @@ def _register() -> None:
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )
     from ._dynamo_registration import register_when_dynamo_loads
+    from ._inductor_patches import apply_fake_tensor_patches
+    from ._inductor_registration import register_if_inductor_loaded
 
+    # FakeTensor is loaded with torch: adapting it costs nothing here, and
+    # every tracer (Dynamo, AOTAutograd, Inductor, export) then sees it.
+    apply_fake_tensor_patches()
     register_when_dynamo_loads()
+    register_if_inductor_loaded()
 
 
 _register()

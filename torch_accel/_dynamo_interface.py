@@ -71,6 +71,24 @@ class AccelInterface(DeviceInterface):
         return accel._C._get_raw_stream(device_idx)
 
     @staticmethod
+    def is_triton_capable(device: torch.types.Device = None) -> bool:
+        # Inductor compiles accel's Triton kernels for CUDA (see
+        # _inductor_patches): only the CUDA runtime runs them.
+        return accel.runtime() == "cuda" and accel.get_device_capability(device)[0] >= 7
+
+    @staticmethod
+    def raise_if_triton_unavailable(device: torch.types.Device = None) -> None:
+        if accel.runtime() != "cuda":
+            raise RuntimeError(
+                f"accel runs Triton kernels only on the CUDA runtime; this process runs the {accel.runtime()} "
+                "runtime, for which Inductor generates C++ kernels"
+            )
+        from torch._dynamo.device_interface import CudaInterface
+
+        # accel:N is cuda:N.
+        CudaInterface.raise_if_triton_unavailable(accel._get_device_index(device, optional=True))
+
+    @staticmethod
     def get_compute_capability(device: torch.types.Device = None) -> Union[int, str]:
         major, minor = accel.get_device_capability(device)
         return major * 10 + minor

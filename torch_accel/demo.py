@@ -74,8 +74,16 @@ def training_demo() -> None:
         )
         if target == "cpu":
             target_losses, _ = train(model, target, data, compiled)
-            same = accel_losses == target_losses
-            print(f"  the same run on {target}: {'identical losses' if same else 'DIFFERENT losses'}")
+            drift = max(abs(a - t) for a, t in zip(accel_losses, target_losses))
+            if drift == 0:
+                verdict = "identical losses"
+            elif compiled and drift < 1e-4:
+                # Inductor's C++ code for accel differs from cpu's where Inductor
+                # tests for the cpu device (convolution bias, layouts): rounding.
+                verdict = f"losses within {drift:.0e}"
+            else:
+                verdict = f"DIFFERENT losses (by up to {drift:.1e})"
+            print(f"  the same run on {target}: {verdict}")
         else:
             # torch 2.11's autograd engine cannot run CUDA backward in a process
             # with a PrivateUse1 backend; the tests compare from another process.

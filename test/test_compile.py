@@ -1,0 +1,442 @@
+"""torch.compile on accel: Inductor generates C++ kernels on the host runtime and
+Triton kernels on the CUDA runtime, and compiled results match eager accel and
+the target device.
+
+Forward computations are compared with the target in this process; training
+runs (backward) are compared with a target run in a process without
+torch_accel (see _cases.py for why).
+"""
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+from torch import nn
+from torch._dynamo.testing import CompileCounterWithBackend
+from torch._inductor.utils import run_and_get_code
+from torch.utils._pytree import tree_flatten, tree_map
+
+import _cases
+import torch_accel
+from conftest import run_python
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RUNTIME = torch_accel.runtime()
+# What a generated kernel looks like: Triton on the CUDA runtime, C++ on the host runtime.
+KERNEL_MARKER = "@triton.jit" if RUNTIME == "cuda" else 'extern "C"'
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def compile_and_run(fn, *args, **compile_options):
+    """Compile ``fn``, call it on ``args``; return the result and the generated code."""
+    result, code = run_and_get_code(torch.compile(fn, **compile_options), *args)
+    return result, "\n".join(code)
+
+
+def assert_close(actual, expected, **tolerances):
+    actual, expected = tree_flatten(actual)[0], tree_flatten(expected)[0]
+    assert len(actual) == len(expected)
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a.cpu(), e.cpu(), **tolerances)
+
+
+def on(device, tensors):
+    return tree_map(lambda t: t.to(device), tensors)
+
+
+# --- Registration -------------------------------------------------------------
+
+
+def test_import_does_not_import_inductor():
+    proc = run_python(
+        """
+        import sys
+        import torch_accel
+        print(sorted(m for m in sys.modules if m.startswith(("torch._inductor.codegen", "torch._inductor.graph"))))
+        """
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
+def test_backend_registered_for_the_runtime():
+    from torch._inductor.codegen import common
+    from torch._inductor.codegen.cpp import CppScheduling
+    from torch._inductor.codegen.triton import TritonScheduling
+
+    from torch_accel._inductor_codegen import AccelCodegenIdentity, AccelWrapperCodegen
+
+    torch.compile(lambda x: x + 1)(torch.ones(2, device="accel"))
+    expected = TritonScheduling if RUNTIME == "cuda" else CppScheduling
+    assert common.get_scheduling_for_device("accel") is expected
+    assert common.get_wrapper_codegen_for_device("accel") is AccelWrapperCodegen
+    assert common.get_wrapper_codegen_for_device("accel", cpp_wrapper=True) is None
+    assert "torch_accel._C" in common.get_device_op_overrides("accel").import_get_raw_stream_as("get_raw_stream")
+    # accel's pass keys the FX graph cache; Inductor's own registration must not have dropped it.
+    assert isinstance(common.custom_backend_passes["accel"], AccelCodegenIdentity)
+    assert common.custom_backend_passes["accel"].runtime == RUNTIME
+    assert torch.accel.Scheduling is expected and torch.accel.CppWrapperCodegen is None
+
+
+def test_backend_selection_by_runtime():
+    # The CUDA runtime's choice, checked on either runtime (nothing is registered).
+    from torch._inductor.codegen.cpp import CppScheduling
+    from torch._inductor.codegen.triton import TritonScheduling
+
+    from torch_accel._inductor_codegen import AccelWrapperCodegen, device_op_overrides
+    from torch_accel._inductor_registration import backend_for_runtime
+
+    cuda, host = backend_for_runtime("cuda"), backend_for_runtime("host")
+    assert cuda.Scheduling is TritonScheduling and host.Scheduling is CppScheduling
+    assert cuda.PythonWrapperCodegen is host.PythonWrapperCodegen is AccelWrapperCodegen
+    ops = device_op_overrides("cuda")
+    assert ops.import_get_raw_stream_as("get_raw_stream") == "from torch_accel._C import _get_raw_stream as get_raw_stream"
+    assert ops.device_guard(1) == "torch.accel.device(1)"
+    assert ops.synchronize() == "torch.accel.synchronize()"
+    with pytest.raises(ValueError, match="no Inductor backend for the runtime 'tpu'"):
+        backend_for_runtime("tpu")
+
+
+# Generates the Triton code of the CUDA runtime's backend, whatever the machine:
+# the CUDA device queries Inductor makes are answered with an H100's
+# properties. Code generation only: nothing is compiled or launched.
+_TRITON_CODEGEN = """
+import types
+import torch, torch_accel
+import torch._inductor.scheduler as scheduler
+import torch.utils._triton as triton_utils
+from torch._dynamo.device_interface import CudaInterface
+from torch._inductor.debug import DebugContext
+from torch._inductor.decomposition import select_decomp_table
+from torch._inductor.graph import GraphLowering
+from torch._inductor.virtualized import V
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch_accel._inductor_registration import register
+
+register("cuda")
+
+h100 = types.SimpleNamespace(
+    name="NVIDIA H100", multi_processor_count=132, major=9, minor=0, regs_per_multiprocessor=65536,
+    max_threads_per_multi_processor=2048, max_threads_per_block=1024, warp_size=32,
+)
+CudaInterface.is_available = staticmethod(lambda: True)
+CudaInterface.get_device_properties = staticmethod(lambda device=None: h100)
+CudaInterface.get_compute_capability = staticmethod(lambda device=None: 90)
+torch.cuda.get_device_properties = lambda device=None: h100
+torch.cuda.get_device_capability = lambda device=None: (9, 0)
+scheduler.has_triton = lambda: True
+triton_utils.triton_hash_with_backend = lambda: "no-gpu"
+
+fn = lambda t: torch.softmax(torch.relu(t) @ t.t(), -1) * 2 + 1
+mode = FakeTensorMode()
+with mode:
+    x = torch.empty(64, 64, device="accel:1")
+gm = make_fx(fn, decomposition_table=select_decomp_table())(x)
+with V.set_fake_mode(mode), DebugContext():
+    graph = GraphLowering(gm, example_inputs=[x])
+    with V.set_graph_handler(graph):
+        graph.run(x)
+        print(graph.codegen()[0].value)
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs the triton package")
+def test_cuda_runtime_generates_triton_launched_on_the_accel_stream():
+    proc = run_python(_TRITON_CODEGEN, env={"TORCH_ACCEL_RUNTIME": "host"})
+    assert proc.returncode == 0, proc.stderr
+    code = proc.stdout
+    assert code.count("@triton.jit") == 2 and "cpp_fused" not in code
+    # Compiled for the CUDA target, as a kernel for cuda:1 (accel:1 is cuda:1).
+    assert "'device': DeviceProperties(type='cuda', index=1," in code
+    # The wrapper guards accel:1, allocates there, and launches on the accel current stream.
+    assert "from torch_accel._C import _get_raw_stream as get_raw_stream" in code
+    assert "with torch.accel.device(1):" in code
+    assert "device='accel:1'" in code
+    assert "stream1 = get_raw_stream(1)" in code
+    assert re.search(r"triton_\w+\.run\(.*stream=stream1\)", code)
+
+
+def test_codegen_identity_differs_by_runtime():
+    from torch_accel._inductor_codegen import AccelCodegenIdentity
+
+    assert AccelCodegenIdentity("host").uuid() != AccelCodegenIdentity("cuda").uuid()
+
+
+def test_registration_when_inductor_was_set_up_first():
+    proc = run_python(
+        """
+        import torch
+        from torch._inductor.codegen.common import init_backend_registration
+        init_backend_registration()
+        import torch_accel
+        x = torch.arange(4.0, device="accel")
+        print(torch.compile(lambda t: t * 2 + 1)(x).tolist())
+        """
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[1.0, 3.0, 5.0, 7.0]"
+
+
+def test_patched_pytorch_sources_are_unchanged():
+    from torch_accel import _inductor_patches as patches
+
+    for name, recorded in patches.SOURCE_SHA256.items():
+        assert patches.source_sha256(patches.original(name)) == recorded, (
+            f"{name} is not the torch 2.11.0 code torch_accel/_inductor_patches.py adapts: review that patch"
+        )
+
+
+def test_fake_convolution_has_the_real_layout():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, 8, 8, generator=g).to("accel").to(memory_format=torch.channels_last).requires_grad_()
+    w = torch.randn(4, 3, 3, 3, generator=g).to("accel").requires_grad_()
+    real = nn.functional.conv2d(x, w, padding=1)
+    real_grads = torch.autograd.grad(real.sum(), (x, w))
+    with FakeTensorMode() as mode:
+        fx, fw = mode.from_tensor(x), mode.from_tensor(w)
+        fake = nn.functional.conv2d(fx, fw, padding=1)
+        fake_grads = torch.autograd.grad(fake.sum(), (fx, fw))
+    assert fake.device == real.device and fake.stride() == real.stride()
+    for f, r in zip(fake_grads, real_grads):
+        assert f.device == r.device and f.stride() == r.stride()
+
+
+# --- Operators: compiled accel against eager accel and the compiled target ---
+
+
+def _randn(*shapes):
+    g = torch.Generator().manual_seed(0)
+    return [torch.randn(*shape, generator=g) for shape in shapes]
+
+
+OPERATORS = {
+    "pointwise": (lambda x: torch.sigmoid(x) * x.cos() + 1, lambda: _randn((64, 33))),
+    "reduction": (lambda x: (x.sum(1), x.amax(0), x.var(1)), lambda: _randn((64, 33))),
+    "matmul": (lambda a, b: torch.relu(a @ b) + 1, lambda: _randn((32, 48), (48, 16))),
+    "softmax": (lambda x: torch.softmax(x * 2, -1), lambda: _randn((16, 100))),
+    "layernorm": (lambda x, w, b: nn.functional.layer_norm(x, (33,), w, b), lambda: _randn((64, 33), (33,), (33,))),
+    "indexing": (
+        lambda x, i: (x[i] * 2, x.index_select(1, i), torch.zeros_like(x).index_put((i,), x[:4], accumulate=True)),
+        lambda: [*_randn((64, 33)), torch.tensor([3, 1, 3, 30])],
+    ),
+    "conv-channels-last": (
+        lambda x, w: torch.relu(nn.functional.conv2d(x, w, padding=1)),
+        lambda: [_randn((2, 3, 8, 8))[0].to(memory_format=torch.channels_last), _randn((4, 3, 3, 3))[0]],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(OPERATORS))
+def test_operator(name, target):
+    fn, make_inputs = OPERATORS[name]
+    inputs = make_inputs()
+    result, code = compile_and_run(fn, *on("accel", inputs))
+    assert KERNEL_MARKER in code
+    assert {str(t.device) for t in tree_flatten(result)[0]} == {"accel:0"}
+    assert_close(result, fn(*on("accel", inputs)), rtol=1e-4, atol=1e-5)
+    torch._dynamo.reset()
+    assert_close(result, torch.compile(fn)(*on(target, inputs)), rtol=1e-5, atol=1e-6)
+
+
+# --- Training: compiled forward and backward ----------------------------------
+
+
+@pytest.fixture(scope="module")
+def compiled_reference(target, tmp_path_factory):
+    output = tmp_path_factory.mktemp("compiled-reference") / "cases.pt"
+    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    proc = subprocess.run(
+        [sys.executable, os.path.join(HERE, "_cases.py"), target, str(output), "--compiled"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return torch.load(output)
+
+
+def assert_same_run(actual: dict, expected: dict, **tolerances) -> None:
+    assert_close(actual["losses"], expected["losses"], **tolerances)
+    for key in ("grads", "state"):
+        assert actual[key].keys() == expected[key].keys()
+        for name in expected[key]:
+            torch.testing.assert_close(actual[key][name], expected[key][name], **tolerances, msg=f"{key}.{name}")
+
+
+@pytest.mark.parametrize("model", sorted(_cases.MODELS))
+def test_training_step(model, compiled_reference):
+    compiled = _cases.train(model, "sgd", "accel", compiled=True, dropout=False)
+    assert compiled["devices"] == ["accel:0"]
+    assert_same_run(compiled, _cases.train(model, "sgd", "accel", dropout=False), rtol=1e-4, atol=1e-5)
+    # On the CUDA runtime Inductor generates the same Triton code for accel as
+    # for cuda; on the host runtime its C++ code differs from cpu's in places
+    # where Inductor tests for the cpu device (bias of convolutions, layouts).
+    assert_same_run(compiled, compiled_reference[f"train-{model}-sgd"], rtol=1e-5, atol=1e-6)
+    assert compiled["losses"][-1] < compiled["losses"][0] * 1.5  # it trains, not diverges
+
+
+# --- Shapes, graphs and guards --------------------------------------------------
+
+
+def test_dynamic_shapes():
+    counter = CompileCounterWithBackend("inductor")
+    fn = torch.compile(lambda x: torch.softmax(x, -1) * x.shape[0], backend=counter, dynamic=True)
+    for rows in (5, 7, 11):
+        x = torch.randn(rows, 9).to("accel")
+        assert_close(fn(x), torch.softmax(x, -1) * rows, rtol=1e-5, atol=1e-6)
+    assert counter.frame_count == 1
+
+
+def test_mark_dynamic():
+    x = torch.randn(6, 8).to("accel")
+    torch._dynamo.mark_dynamic(x, 0)
+    fn = lambda t: (t.sin() + 1).sum(1)  # noqa: E731
+    counter = CompileCounterWithBackend("inductor")
+    result, code = run_and_get_code(torch.compile(fn, backend=counter), x)
+    assert KERNEL_MARKER in code[0] and re.search(r"\bk?s\d+\b", code[0])  # a size symbol reaches the kernel
+    assert_close(result, fn(x))
+    y = torch.randn(13, 8).to("accel")
+    assert_close(torch.compile(fn, backend=counter)(y), fn(y))
+    assert counter.frame_count == 1
+
+
+def test_graph_break():
+    def fn(x):
+        y = x.sin() * 2
+        torch._dynamo.graph_break()
+        return y.cos() + 1
+
+    counter = CompileCounterWithBackend("inductor")
+    x = torch.randn(10).to("accel")
+    assert_close(torch.compile(fn, backend=counter)(x), fn(x))
+    assert counter.frame_count == 2
+
+
+def test_second_device(two_devices):
+    x = torch.randn(16, 16).to("accel:1")
+    result, code = compile_and_run(lambda t: torch.softmax(t @ t, -1) + 1, x)
+    assert result.device == torch.device("accel:1")
+    assert "device='accel:1'" in code  # buffers are allocated on accel:1
+    assert torch_accel.current_device() == 0
+    assert_close(result, torch.softmax(x @ x, -1) + 1, rtol=1e-5, atol=1e-6)
+
+
+def test_recompiles_for_another_device_index(two_devices):
+    counter = CompileCounterWithBackend("inductor")
+    fn = torch.compile(lambda t: t * 2 + 1, backend=counter)
+    x0 = torch.arange(4.0).to("accel:0")
+    x1 = torch.arange(4.0).to("accel:1")
+    assert fn(x0).device == torch.device("accel:0")
+    assert fn(x1).device == torch.device("accel:1")
+    assert fn(x0).device == torch.device("accel:0")
+    assert counter.frame_count == 2
+    assert_close(fn(x1), x1 * 2 + 1)
+
+
+def test_copy_between_devices_in_a_graph(two_devices):
+    fn = lambda a, b: a * 2 + b.to("accel:0")  # noqa: E731
+    a, b = torch.randn(8).to("accel:0"), torch.randn(8).to("accel:1")
+    result = torch.compile(fn)(a, b)
+    assert result.device == torch.device("accel:0")
+    assert_close(result, fn(a, b))
+
+
+# --- Streams and events ----------------------------------------------------------
+
+
+def test_compiled_function_on_a_side_stream():
+    fn = torch.compile(lambda t: torch.relu(t) @ t.t() + 1)
+    x = torch.randn(32, 32).to("accel")
+    expected = fn(x)
+    side = torch_accel.Stream()
+    side.wait_stream(torch_accel.current_stream())
+    with torch_accel.stream(side):
+        result = fn(x)
+    side.synchronize()
+    assert_close(result, expected)
+
+
+def test_streams_and_events_inside_a_compiled_function():
+    side = torch_accel.Stream()
+
+    def fn(x):
+        done = torch_accel.Event()
+        side.wait_stream(torch_accel.current_stream())
+        with torch_accel.stream(side):
+            y = x * 2
+            done.record()
+        torch_accel.current_stream().wait_event(done)
+        return y + 1
+
+    x = torch.randn(16).to("accel")
+    assert_close(torch.compile(fn)(x), x * 2 + 1)
+    assert torch_accel.current_stream() == torch_accel.default_stream()
+
+
+# --- Processes ---------------------------------------------------------------------
+
+
+def test_parallel_compile_workers():
+    # With compile_threads > 1, Inductor compiles C++ kernels on a thread pool
+    # and Triton kernels in worker subprocesses, which do not import torch_accel.
+    proc = run_python(
+        """
+        import time
+        import torch, torch_accel
+        from torch._inductor import config
+        from torch._inductor.async_compile import AsyncCompile
+        assert config.compile_threads == 2
+        deadline = time.monotonic() + 120
+        while not AsyncCompile.use_process_pool():  # until the workers are up
+            assert time.monotonic() < deadline, "compile workers did not start"
+            time.sleep(0.1)
+        x = torch.randn(64, 64).to("accel")
+        fn = lambda t: (torch.softmax(t, -1) @ t).sin().sum(0)
+        result = torch.compile(fn)(x)
+        torch.testing.assert_close(result.cpu(), fn(x).cpu(), rtol=1e-4, atol=1e-5)
+        print(result.device)
+        """,
+        env={"TORCHINDUCTOR_COMPILE_THREADS": "2", "TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"},
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "accel:0"
+
+
+def test_no_device_is_a_clear_error():
+    proc = run_python(
+        """
+        import torch, torch_accel
+        from torch import nn
+        for make in (lambda: nn.Linear(4, 2).to("accel"), lambda: torch.compile(lambda: torch.ones(2, device="accel") + 1)()):
+            try:
+                make()
+            except Exception as error:
+                print(type(error).__name__, str(error).replace("\\n", " "))
+        """,
+        env={"TORCH_ACCEL_RUNTIME": "host", "TORCH_ACCEL_HOST_DEVICES": "0"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == 2 and all("No accel device is available" in line for line in lines), lines
+
+
+def test_cpp_wrapper_is_not_supported():
+    from torch._inductor import config
+
+    with config.patch(cpp_wrapper=True), pytest.raises(Exception, match="Device accel not supported"):
+        torch.compile(lambda t: t + 1)(torch.ones(2, device="accel"))

@@ -1,0 +1,140 @@
+"""Inductor's wrapper code generation for accel.
+
+Inductor generates two things for a graph: kernels (by a Scheduling: C++ on
+the host runtime, Triton on the CUDA runtime) and a Python wrapper that
+allocates buffers, guards devices and calls the kernels. The kernels need
+nothing accel-specific: accel memory is host memory or CUDA memory, exactly
+what they read and write. The wrapper does, and this module provides it:
+
+- ``AccelWrapperCodegen``: allocates buffers on the accel device they belong
+  to and calls C++ kernels on accel buffers the way Inductor calls them on
+  cpu buffers (PythonWrapperCodegen only knows how to call non-Triton kernels
+  for cpu, cuda and mps). Triton kernel calls are PythonWrapperCodegen's own.
+- ``AccelHostDeviceOpOverrides`` / ``AccelCudaDeviceOpOverrides``: the
+  snippets the wrapper uses to get the raw stream a Triton kernel launches on
+  (the accel current stream), to guard and set the device and to synchronise,
+  all through torch.accel.
+- ``AccelCodegenIdentity``: keys Inductor's FX graph cache on accel's runtime
+  and code generation.
+
+Imported only by _inductor_registration, when Inductor sets up its backends.
+"""
+
+import os
+from typing import Any, Optional
+
+import torch
+from torch._inductor import ir
+from torch._inductor.codegen.common import DeviceOpOverrides
+from torch._inductor.codegen.cpu_device_op_overrides import CpuDeviceOpOverrides
+from torch._inductor.codegen.cuda.device_op_overrides import CUDADeviceOpOverrides
+from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
+from torch._inductor.custom_graph_pass import CustomGraphModulePass, get_hash_for_files
+from torch._inductor.virtualized import V
+
+_DEVICE_TYPE = "accel"
+
+
+class _AccelWrapperMixin:
+    """What accel changes in PythonWrapperCodegen, for graphs and subgraphs alike."""
+
+    def make_allocation(
+        self,
+        name: str,
+        device: torch.device,
+        dtype: torch.dtype,
+        shape: Any,
+        stride: Any,
+        allocation_shape: Any = None,
+        is_pinned: bool = False,
+    ) -> str:
+        line = super().make_allocation(name, device, dtype, shape, stride, allocation_shape, is_pinned)  # type: ignore[misc]
+        if device.type == _DEVICE_TYPE and device.index is not None:
+            # PythonWrapperCodegen names only the device type and relies on a
+            # device guard for the index; the host runtime has no guards in
+            # the wrapper (accel is not a GPU type there), so name the device.
+            line = line.replace(f"device='{_DEVICE_TYPE}'", f"device='{_DEVICE_TYPE}:{device.index}'")
+        return line
+
+    def _generate_kernel_call_helper(
+        self, kernel_name: str, call_args: Any, *, device: Optional[torch.device] = None, triton: bool = True, **kwargs: Any
+    ) -> None:
+        device = device or V.graph.get_current_device_or_throw()
+        if not triton and device.type == _DEVICE_TYPE:
+            # A C++ kernel (CppScheduling): a plain function of the buffers'
+            # data pointers, called as for cpu, since accel memory is host memory.
+            self.writeline(self.wrap_kernel_call(kernel_name, call_args))  # type: ignore[attr-defined]
+            return
+        super()._generate_kernel_call_helper(kernel_name, call_args, device=device, triton=triton, **kwargs)  # type: ignore[misc]
+
+
+class AccelSubgraphWrapperCodegen(_AccelWrapperMixin, SubgraphPythonWrapperCodegen):
+    pass
+
+
+class AccelWrapperCodegen(_AccelWrapperMixin, PythonWrapperCodegen):
+    @staticmethod
+    def create(
+        is_subgraph: bool,
+        subgraph_name: Optional[str],
+        parent_wrapper: Optional[PythonWrapperCodegen],
+        partition_signatures: Optional[ir.GraphPartitionSignature] = None,
+    ) -> PythonWrapperCodegen:
+        if is_subgraph:
+            assert subgraph_name is not None and parent_wrapper is not None
+            return AccelSubgraphWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
+        return AccelWrapperCodegen()
+
+
+class _AccelPythonOps:
+    """The Python snippets of a DeviceOpOverrides, through torch.accel (either runtime)."""
+
+    def import_get_raw_stream_as(self, name: str) -> str:
+        # The raw handle of the accel current stream: on the CUDA runtime the
+        # cudaStream_t of the current CUDA stream, so Triton launches on it.
+        return f"from torch_accel._C import _get_raw_stream as {name}"
+
+    def set_device(self, device_idx: int) -> str:
+        return f"torch.accel.set_device({device_idx})"
+
+    def synchronize(self) -> str:
+        return "torch.accel.synchronize()"
+
+    def device_guard(self, device_idx: int) -> str:
+        return f"torch.accel.device({device_idx})"
+
+
+class AccelHostDeviceOpOverrides(_AccelPythonOps, CpuDeviceOpOverrides):
+    """Host runtime: C++ kernels, as for cpu (C++ snippets are cpu's)."""
+
+
+class AccelCudaDeviceOpOverrides(_AccelPythonOps, CUDADeviceOpOverrides):
+    """CUDA runtime: Triton kernels, as for cuda. The C++ snippets (cpp_wrapper,
+    AOTInductor) are CUDA's, which name cuda devices; they are not supported for
+    accel (see _inductor_registration)."""
+
+
+def device_op_overrides(runtime: str) -> DeviceOpOverrides:
+    return AccelCudaDeviceOpOverrides() if runtime == "cuda" else AccelHostDeviceOpOverrides()
+
+
+class AccelCodegenIdentity(CustomGraphModulePass):
+    """A graph pass that changes nothing: its uuid keys Inductor's FX graph cache.
+
+    The cache key covers torch's sources, not torch_accel's, and not the
+    runtime: without this, code compiled for accel on one runtime (C++ kernels
+    over host memory) could be loaded on the other, or code generated by an
+    older torch_accel after an upgrade.
+    """
+
+    _SOURCES = ("_inductor_registration.py", "_inductor_codegen.py", "_inductor_patches.py")
+
+    def __init__(self, runtime: str) -> None:
+        self.runtime = runtime
+
+    def __call__(self, gm: torch.fx.GraphModule) -> None:
+        pass
+
+    def uuid(self) -> bytes:
+        here = os.path.dirname(os.path.abspath(__file__))
+        return get_hash_for_files(tuple(os.path.join(here, name) for name in self._SOURCES), extra=self.runtime)
