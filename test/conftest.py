@@ -44,6 +44,22 @@ def run_python(code: str, env: dict | None = None, timeout: float = 120) -> subp
     )
 
 
+def run_target_cases(target: str, output_dir, *flags: str) -> dict:
+    """Run test/_cases.py's cases on the target device in a process without
+    torch_accel (see _cases.py for why) and return their results."""
+    output = output_dir / "cases.pt"
+    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    proc = subprocess.run(
+        [sys.executable, os.path.join(os.path.dirname(__file__), "_cases.py"), target, str(output), *flags],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return torch.load(output)
+
+
 @pytest.fixture(autouse=True)
 def _restore_device_and_streams():
     """Each test starts on device 0 with default streams, and leaves it so."""

@@ -8,10 +8,7 @@ torch_accel (see _cases.py for why).
 """
 
 import importlib.util
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -22,9 +19,8 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 import _cases
 import torch_accel
-from conftest import run_python
+from conftest import run_python, run_target_cases
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 RUNTIME = torch_accel.runtime()
 # What a generated kernel looks like: Triton on the CUDA runtime, C++ on the host runtime.
 KERNEL_MARKER = "@triton.jit" if RUNTIME == "cuda" else 'extern "C"'
@@ -256,17 +252,7 @@ def test_operator(name, target):
 
 @pytest.fixture(scope="module")
 def compiled_reference(target, tmp_path_factory):
-    output = tmp_path_factory.mktemp("compiled-reference") / "cases.pt"
-    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
-    proc = subprocess.run(
-        [sys.executable, os.path.join(HERE, "_cases.py"), target, str(output), "--compiled"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return torch.load(output)
+    return run_target_cases(target, tmp_path_factory.mktemp("compiled-reference"), "--compiled")
 
 
 def assert_same_run(actual: dict, expected: dict, **tolerances) -> None:

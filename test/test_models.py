@@ -5,32 +5,17 @@ The target run happens in another process without torch_accel (see _cases.py
 for why); the accel run happens here.
 """
 
-import os
-import subprocess
-import sys
-
 import pytest
 import torch
 
 import _cases
+from conftest import run_target_cases
 import torch_accel
-
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 @pytest.fixture(scope="module")
 def reference(target, tmp_path_factory):
-    output = tmp_path_factory.mktemp("reference") / "cases.pt"
-    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
-    proc = subprocess.run(
-        [sys.executable, os.path.join(HERE, "_cases.py"), target, str(output)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return torch.load(output)
+    return run_target_cases(target, tmp_path_factory.mktemp("reference"))
 
 
 def assert_same(accel: dict, expected: dict) -> None:

@@ -19,6 +19,7 @@ import torch
 from . import _C
 from ._lazy import DeferredAccelCallError, _is_in_bad_fork, _lazy_call, _lazy_init, init, is_initialized
 from ._utils import DeviceLike, _get_device_index
+from . import memory, random
 from .memory import (
     empty_cache,
     max_memory_allocated,
@@ -54,6 +55,8 @@ from .streams import (
 )
 
 __all__ = [
+    *memory.__all__,
+    *random.__all__,
     "Event",
     "Stream",
     "StreamContext",
@@ -64,34 +67,15 @@ __all__ = [
     "device",
     "device_count",
     "device_of",
-    "empty_cache",
     "get_device_capability",
     "get_device_name",
     "get_device_properties",
-    "get_rng_state",
-    "get_rng_state_all",
     "init",
-    "initial_seed",
     "is_available",
     "is_bf16_supported",
     "is_initialized",
-    "manual_seed",
-    "manual_seed_all",
-    "max_memory_allocated",
-    "max_memory_reserved",
-    "mem_get_info",
-    "memory_allocated",
-    "memory_reserved",
-    "memory_stats",
-    "memory_stats_as_nested_dict",
-    "reset_accumulated_memory_stats",
-    "reset_peak_memory_stats",
     "runtime",
-    "seed",
-    "seed_all",
     "set_device",
-    "set_rng_state",
-    "set_rng_state_all",
     "set_stream",
     "stream",
     "synchronize",

@@ -28,13 +28,6 @@ __all__ = [
 ]
 
 
-def _index(device: DeviceLike) -> int:
-    from . import current_device
-
-    index = _get_device_index(device, optional=True)
-    return current_device() if index is None else index
-
-
 def empty_cache() -> None:
     r"""Release all unoccupied cached memory held by the accel allocator.
 
@@ -48,7 +41,7 @@ def memory_stats_as_nested_dict(device: DeviceLike = None) -> dict[str, Any]:
     r"""Return the result of :func:`memory_stats` as a nested dictionary."""
     if not is_initialized():
         return {}
-    return _C._memory_stats(_index(device))
+    return _C._memory_stats(_get_device_index(device, optional=True))
 
 
 def memory_stats(device: DeviceLike = None) -> dict[str, Any]:
@@ -99,19 +92,19 @@ def max_memory_reserved(device: DeviceLike = None) -> int:
 def reset_peak_memory_stats(device: DeviceLike = None) -> None:
     r"""Reset the "peak" statistics tracked by the accel memory allocator for a given device."""
     _lazy_init()
-    _C._reset_peak_memory_stats(_index(device))
+    _C._reset_peak_memory_stats(_get_device_index(device, optional=True))
 
 
 def reset_accumulated_memory_stats(device: DeviceLike = None) -> None:
     r"""Reset the "accumulated" (historical) statistics of the accel memory allocator for a given device."""
     _lazy_init()
-    _C._reset_accumulated_memory_stats(_index(device))
+    _C._reset_accumulated_memory_stats(_get_device_index(device, optional=True))
 
 
 def mem_get_info(device: DeviceLike = None) -> tuple[int, int]:
     r"""Return the global free and total memory of a given accel device, in bytes."""
     _lazy_init()
-    return tuple(_C._mem_get_info(_index(device)))
+    return tuple(_C._mem_get_info(_get_device_index(device, optional=True)))
 
 
 del torch
