@@ -1,8 +1,9 @@
 # The commands a person needs. `make test` and `make demo` work on a fresh
 # machine: they install the environment and build the extension first.
 #
-#   make install   environment at .venv/ (a link to a cached environment keyed by
-#                  the requirements) and torch_accel._C built in place
+#   make install   environment at .venv/ (torch_accel installed editable, over a
+#                  cached environment keyed by the requirements) and torch_accel._C
+#                  built in place
 #   make test      accelrt's unit tests, then the pytest suite (host runtime here)
 #   make demo      the demo on whatever runtime is present
 #   make gpu-test  on a GPU machine: build offline against the preinstalled torch,
@@ -25,10 +26,14 @@ NATIVE_SOURCES := setup.py $(shell find csrc third_party/accelrt/src third_party
 
 install: build
 
-# The environment lives in a cache keyed by Python version and requirements, so
-# a new checkout reuses it; .venv links to it. flock keeps concurrent installs
-# from building the same environment twice.
-$(VENV)/.complete: $(REQUIREMENTS)
+# The environment is layered. The requirements (torch and friends) live in a
+# cached environment keyed by Python version and requirements, shared by every
+# checkout (flock keeps concurrent installs from building it twice). .venv is
+# this checkout's own small environment over it (a .pth file adds the cached
+# site-packages) and holds torch_accel itself, installed editable so that its
+# `torch.backends` entry point is registered: `import torch` then loads accel
+# (autoload) in every process that runs .venv/bin/python.
+$(VENV)/.complete: $(REQUIREMENTS) setup.py pyproject.toml
 	@key=$$(cat $(REQUIREMENTS) | sha256sum | cut -c1-16); \
 	pyver=$$($(PYTHON) -c 'import sys; print("py%d%d" % sys.version_info[:2])'); \
 	env="$(CACHE_ROOT)/venv-$$pyver-$$key"; \
@@ -41,8 +46,21 @@ $(VENV)/.complete: $(REQUIREMENTS)
 	    "$$env/bin/python" -m pip install -q -r requirements-dev.txt; \
 	    touch "$$env/.complete"; \
 	  fi ) 9>"$$env.lock"; \
-	if [ "$$(readlink $(VENV) || true)" != "$$env" ]; then rm -rf $(VENV); ln -s "$$env" $(VENV); fi; \
-	touch "$$env/.complete"
+	$(call layer_venv,$$env/bin/python)
+
+# $(call layer_venv,PYTHON): make $(VENV) a layer over PYTHON's environment and
+# install torch_accel in it, editable, without compiling (see setup.py); the
+# `build` target compiles the extension in place. Works offline.
+define layer_venv
+	if [ -L $(VENV) ]; then rm $(VENV); fi; \
+	"$(1)" -m venv --without-pip --clear $(VENV); \
+	deps=$$("$(1)" -c 'import site; print("\n".join(site.getsitepackages()))'); \
+	site=$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'); \
+	echo "$$deps" > "$$site/torch_accel_deps.pth"; \
+	TORCH_ACCEL_SKIP_EXTENSION=1 $(PY) -m pip install -q --no-build-isolation --no-deps --no-index -e .; \
+	$(PY) -c 'import importlib.metadata as m; assert any(e.value == "torch_accel._autoload:load" for e in m.entry_points(group="torch.backends")), "torch_accel is not installed in $(VENV)"'; \
+	touch $(VENV)/.complete
+endef
 
 build: build/.ext-built
 
@@ -68,7 +86,8 @@ lint: install
 	find csrc third_party/accelrt -name '*.cpp' -o -name '*.h' | xargs clang-format --dry-run --Werror
 	$(PY) -m compileall -q torch_accel test benchmarks
 
-# GPU machine: no network, torch preinstalled for the plain python3.
+# GPU machine: no network, torch preinstalled for the plain python3; .venv is
+# layered over that environment as over the cached one here.
 # The GPU image's default compiler (CXX=/opt/gcc/bin/g++) links libstdc++
 # statically; _C then carries its own iostream facets, which clash with the
 # libstdc++ torch loaded and crash the first error message that formats a
@@ -76,10 +95,11 @@ lint: install
 GPU_PYTHON ?= python3
 GPU_CXX ?= $(shell command -v /usr/bin/g++ || echo g++)
 gpu-test:
-	CXX=$(GPU_CXX) TORCH_ACCEL_BUILD_CUDA=1 $(GPU_PYTHON) setup.py -q build_ext --inplace
+	@$(call layer_venv,$(shell command -v $(GPU_PYTHON)))
+	CXX=$(GPU_CXX) TORCH_ACCEL_BUILD_CUDA=1 $(PY) setup.py -q build_ext --inplace
 	@ldd torch_accel/_C*.so | grep -q 'libstdc++' || { echo "torch_accel/_C links libstdc++ statically; set GPU_CXX to a g++ that links it dynamically"; exit 1; }
 	$(MAKE) -C third_party/accelrt test
-	TORCH_ACCEL_RUNTIME=cuda $(GPU_PYTHON) test/gpu_report.py --output test/reports/gpu-test.md $(PYTEST_ARGS)
+	TORCH_ACCEL_RUNTIME=cuda $(PY) test/gpu_report.py --output test/reports/gpu-test.md $(PYTEST_ARGS)
 
 clean:
 	rm -rf build torch_accel/_C*.so third_party/accelrt/build

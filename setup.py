@@ -3,12 +3,25 @@
 The CUDA runtime (csrc/runtime/cuda) is compiled and linked whenever the installed torch
 is a CUDA build and a CUDA toolkit is found, so that machines without a GPU still prove
 it compiles. The host runtime (csrc/runtime/host over third_party/accelrt) is always built.
+
+The distribution declares the ``torch.backends`` entry point that makes ``import torch`` load
+accel (torch_accel/_autoload.py). ``make install`` installs it editable with
+TORCH_ACCEL_SKIP_EXTENSION=1 (metadata only: pip would compile in a throw-away directory) and
+then compiles the extension in place with ``build_ext --inplace``, whose builds are incremental.
+
+accel's c10d backend (csrc/distributed) is built whenever the installed torch has
+torch.distributed; it needs no NCCL or Gloo headers (see csrc/distributed/AccelBackend.h).
 """
 
 import glob
 import os
 
-import torch
+# Building torch_accel must not import torch_accel: with the package installed
+# editable, torch's backend autoload (the torch.backends entry point) would
+# import it before its extension exists.
+os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+
+import torch  # noqa: E402
 from setuptools import find_packages, setup
 from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, CUDAExtension
 
@@ -32,13 +45,25 @@ def _with_cuda():
     return available if flag == "auto" else flag == "1"
 
 
+# accel's c10d backend: sources compiled only against a torch with torch.distributed.
+_DISTRIBUTED_SOURCES = ("csrc/distributed/", "csrc/python/Distributed.cpp")
+
+
 def _extension():
     with_cuda = _with_cuda()
-    sources = [s for s in _sources("csrc/**/*.cpp") if with_cuda or not s.startswith("csrc/runtime/cuda/")]
+    with_distributed = torch.distributed.is_available()
+    sources = [
+        s
+        for s in _sources("csrc/**/*.cpp")
+        if (with_cuda or not s.startswith("csrc/runtime/cuda/"))
+        and (with_distributed or not s.startswith(_DISTRIBUTED_SOURCES))
+    ]
     sources += _sources("third_party/accelrt/src/*.cpp")
     cxx_flags = ["-O2", "-std=c++17", "-Wall", "-Wno-unused-parameter", "-Wno-interference-size", "-fvisibility=hidden"]
     if with_cuda:
         cxx_flags.append("-DTORCH_ACCEL_WITH_CUDA=1")
+    if with_distributed:
+        cxx_flags.append("-DTORCH_ACCEL_WITH_DISTRIBUTED=1")
     kwargs = dict(
         name="torch_accel._C",
         sources=sources,
@@ -53,8 +78,9 @@ setup(
     version="0.1.0",
     description="PrivateUse1 backend 'accel' for PyTorch, backed by CUDA or by an emulated host runtime",
     packages=find_packages(include=["torch_accel", "torch_accel.*"]),
-    ext_modules=[_extension()],
+    ext_modules=[] if os.environ.get("TORCH_ACCEL_SKIP_EXTENSION") == "1" else [_extension()],
     cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
     python_requires=">=3.10",
     install_requires=["torch==2.11.0"],
+    entry_points={"torch.backends": ["accel = torch_accel._autoload:load"]},
 )

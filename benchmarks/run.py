@@ -202,15 +202,19 @@ def bench_models(quick: bool, compiled_modes: tuple[bool, ...]) -> list[dict]:
 
 
 def bench_startup(quick: bool) -> list[dict]:
-    def timed(code: str) -> float:
+    def timed(code: str, env: dict | None = None) -> float:
         samples = []
         for _ in range(3 if quick else 7):
-            out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+            out = subprocess.run(
+                [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT, env=dict(os.environ, **(env or {}))
+            ).stdout
             samples.append(float(out.strip().splitlines()[-1]))
         return statistics.median(samples)
 
+    # `import torch` autoloads torch_accel (its torch.backends entry point);
+    # torch alone is timed with autoload off.
     prefix = "import time; t = time.perf_counter(); import torch; t1 = time.perf_counter(); "
-    torch_only = timed(prefix + "print(t1 - t)")
+    torch_only = timed(prefix + "print(t1 - t)", env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
     with_accel = timed(prefix + "import torch_accel; print(time.perf_counter() - t)")
     first = timed(
         "import torch, torch_accel, time; t = time.perf_counter(); "
