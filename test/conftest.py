@@ -44,13 +44,14 @@ def run_python(code: str, env: dict | None = None, timeout: float = 120) -> subp
     )
 
 
-def run_target_cases(target: str, output_dir, *flags: str) -> dict:
-    """Run test/_cases.py's cases on the target device in a process without
-    torch_accel (see _cases.py for why) and return their results."""
+def run_target_cases(target: str, output_dir, *flags: str, script: str = "_cases.py") -> dict:
+    """Run a cases script of test/ (``_cases.py`` unless told) on the target
+    device in a process without torch_accel (see _cases.py for why) and
+    return its results. The script takes DEVICE OUTPUT [FLAGS...]."""
     output = output_dir / "cases.pt"
     env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
     proc = subprocess.run(
-        [sys.executable, os.path.join(os.path.dirname(__file__), "_cases.py"), target, str(output), *flags],
+        [sys.executable, os.path.join(os.path.dirname(__file__), script), target, str(output), *flags],
         env=env,
         capture_output=True,
         text=True,
