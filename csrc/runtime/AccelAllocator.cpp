@@ -26,7 +26,9 @@ public:
   }
 
   bool initialized() override {
-    return target()->initialized();
+    // Not before accel initialises, even if the target's allocator already
+    // has (CUDA's, for torch.cuda's sake): see runtimeInitialized().
+    return runtimeInitialized() && target()->initialized();
   }
 
   void emptyCache(c10::MempoolId_t mempool_id) override {

@@ -19,7 +19,7 @@ const c10::impl::DeviceGuardImplInterface& guard() {
 
 struct AccelHooks final : public at::PrivateUse1HooksInterface {
   void init() const override {
-    runtime().init();
+    initializeRuntime();
   }
 
   bool isBuilt() const override {

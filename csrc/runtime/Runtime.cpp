@@ -2,6 +2,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -17,6 +18,8 @@ c10::DeviceIndex cudaDeviceCount() noexcept;
 #endif
 
 namespace {
+
+std::atomic<bool> initialized{false};
 
 const Runtime& selectRuntime() {
   const char* env = std::getenv("TORCH_ACCEL_RUNTIME");
@@ -50,6 +53,15 @@ const Runtime& runtime() {
   // reported again on every call instead of being cached as a crash.
   static const Runtime& selected = selectRuntime();
   return selected;
+}
+
+void initializeRuntime() {
+  runtime().init();
+  initialized.store(true, std::memory_order_release);
+}
+
+bool runtimeInitialized() noexcept {
+  return initialized.load(std::memory_order_acquire);
 }
 
 void checkDeviceAvailable() {

@@ -123,6 +123,15 @@ private:
 // device context; Runtime::init() does the heavy part.
 const Runtime& runtime();
 
+// Runs the runtime's one-time init() (through the PrivateUse1 hooks, hence
+// once) and records that accel is initialised in this process.
+void initializeRuntime();
+
+// Whether initializeRuntime() has run: until then the accel allocator reports
+// itself uninitialised, so torch.accelerator's memory functions neither
+// initialise accel nor report anything, as torch.cuda's before CUDA starts.
+bool runtimeInitialized() noexcept;
+
 // Throw a clear RuntimeError when no accel device exists / when `index`
 // names no existing accel device.
 void checkDeviceAvailable();
