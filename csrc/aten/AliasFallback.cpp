@@ -22,6 +22,7 @@
 
 #include <csrc/aten/AliasFallback.h>
 #include <csrc/aten/TargetTensor.h>
+#include <csrc/profiler/DeviceActivity.h>
 #include <csrc/runtime/AccelGenerator.h>
 #include <csrc/runtime/Runtime.h>
 
@@ -149,6 +150,8 @@ public:
         random_state.emplace(device_);
       }
       try {
+        // The target kernel is an accel kernel in profiler traces (see DeviceActivity.h).
+        RecordDeviceActivity kernel(schema_.operator_name().name, device_);
         op_.redispatchBoxed(c10::DispatchKeySet(target_key), &stack_);
       } catch (const c10::OutOfMemoryError& e) {
         // The target's allocator names the target device; say which accel device it is.

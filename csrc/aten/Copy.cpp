@@ -7,14 +7,21 @@
 // on the CUDA runtime is the current accel stream) are all the target's.
 
 #include <csrc/aten/TargetTensor.h>
+#include <csrc/profiler/DeviceActivity.h>
 
 #include <ATen/ATen.h>
 #include <torch/library.h>
+
+#include <string>
 
 namespace torch_accel {
 namespace {
 
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  // The copy is an accel kernel in profiler traces (see DeviceActivity.h).
+  static const std::string kCopy = "aten::copy_";
+  const auto& accel = dst.device().type() == c10::DeviceType::PrivateUse1 ? dst : self;
+  RecordDeviceActivity kernel(kCopy, accel.device().index());
   toTargetIfAccel(dst).copy_(toTargetIfAccel(self), non_blocking);
   return dst;
 }
