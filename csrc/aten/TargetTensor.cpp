@@ -7,12 +7,12 @@ namespace torch_accel {
 namespace {
 
 c10::intrusive_ptr<c10::TensorImpl>
-targetImpl(void* data, size_t nbytes, c10::DeviceIndex device_index, caffe2::TypeMeta dtype, bool resizable = false) {
-  const c10::Device device = targetDevice(device_index);
+targetImpl(c10::DataPtr data, size_t nbytes, caffe2::TypeMeta dtype, bool resizable = false) {
+  const c10::Device device = data.device();
   c10::Storage storage(
       c10::Storage::use_byte_size_t(),
       nbytes,
-      c10::DataPtr(data, device),
+      std::move(data),
       resizable ? runtime().targetAllocator() : nullptr,
       resizable);
   auto impl = c10::make_intrusive<c10::TensorImpl>(
@@ -21,11 +21,28 @@ targetImpl(void* data, size_t nbytes, c10::DeviceIndex device_index, caffe2::Typ
   return impl;
 }
 
-at::Tensor targetOver(const at::Tensor& accel, bool resizable) {
+// The DataPtr of a target tensor that owns nothing.
+c10::DataPtr borrowedData(void* data, c10::DeviceIndex device) {
+  return c10::DataPtr(data, targetDevice(device));
+}
+
+void releaseStorage(void* storage) {
+  c10::raw::intrusive_ptr::decref(static_cast<c10::StorageImpl*>(storage));
+}
+
+// The DataPtr of a target tensor that holds a reference to `storage`.
+c10::DataPtr retainingData(const c10::Storage& storage, c10::DeviceIndex device) {
+  c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
+  c10::raw::intrusive_ptr::incref(impl);
+  return c10::DataPtr(const_cast<void*>(storage.data()), impl, &releaseStorage, targetDevice(device));
+}
+
+at::Tensor targetOver(const at::Tensor& accel, bool resizable, bool keep_alive) {
   TORCH_INTERNAL_ASSERT(accel.device().type() == c10::DeviceType::PrivateUse1);
   const c10::Storage& storage = accel.storage();
-  auto impl =
-      targetImpl(const_cast<void*>(storage.data()), storage.nbytes(), accel.device().index(), accel.dtype(), resizable);
+  const c10::DeviceIndex device = accel.device().index();
+  auto data = keep_alive ? retainingData(storage, device) : borrowedData(const_cast<void*>(storage.data()), device);
+  auto impl = targetImpl(std::move(data), storage.nbytes(), accel.dtype(), resizable);
   impl->set_sizes_and_strides(accel.sizes(), accel.strides(), accel.storage_offset());
   // Kernels that handle lazy conjugation/negation themselves see the bits.
   impl->_set_conj(accel.is_conj());
@@ -36,11 +53,15 @@ at::Tensor targetOver(const at::Tensor& accel, bool resizable) {
 } // namespace
 
 at::Tensor toTarget(const at::Tensor& accel) {
-  return targetOver(accel, /*resizable=*/false);
+  return targetOver(accel, /*resizable=*/false, /*keep_alive=*/false);
 }
 
 at::Tensor toResizableTarget(const at::Tensor& accel) {
-  return targetOver(accel, /*resizable=*/true);
+  return targetOver(accel, /*resizable=*/true, /*keep_alive=*/false);
+}
+
+at::Tensor toTargetKeepingAlive(const at::Tensor& accel) {
+  return targetOver(accel, /*resizable=*/false, /*keep_alive=*/true);
 }
 
 at::Tensor toTargetIfAccel(const at::Tensor& tensor) {
@@ -48,7 +69,7 @@ at::Tensor toTargetIfAccel(const at::Tensor& tensor) {
 }
 
 at::Tensor targetBytes(void* data, size_t nbytes, c10::DeviceIndex device) {
-  auto impl = targetImpl(data, nbytes, device, caffe2::TypeMeta::Make<uint8_t>());
+  auto impl = targetImpl(borrowedData(data, device), nbytes, caffe2::TypeMeta::Make<uint8_t>());
   impl->set_sizes_contiguous({static_cast<int64_t>(nbytes)});
   return at::Tensor(std::move(impl));
 }

@@ -16,6 +16,12 @@ at::Tensor toTarget(const at::Tensor& accel);
 // metadata back to `accel` afterwards.
 at::Tensor toResizableTarget(const at::Tensor& accel);
 
+// toTarget whose storage keeps `accel`'s storage alive, for target tensors
+// that code may hold after the call returns: a c10d engine keeps a
+// collective's tensors until its work completes, and the caller may drop the
+// accel tensor before that.
+at::Tensor toTargetKeepingAlive(const at::Tensor& accel);
+
 // toTarget for accel tensors; any other tensor is returned as it is.
 at::Tensor toTargetIfAccel(const at::Tensor& tensor);
 

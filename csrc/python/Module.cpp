@@ -4,6 +4,9 @@
 // runtime through the PrivateUse1 device guard.
 
 #include <csrc/aten/AliasFallback.h>
+#ifdef TORCH_ACCEL_WITH_DISTRIBUTED
+#include <csrc/python/Distributed.h>
+#endif
 #include <csrc/runtime/AccelGenerator.h>
 #include <csrc/runtime/Runtime.h>
 
@@ -217,6 +220,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("_mem_get_info", [](c10::DeviceIndex device) { return allocatorFor(device)->getMemoryInfo(device); });
 
   m.def("_alias_fallback_calls", [] { return aliasFallbackCalls(); });
+
+#ifdef TORCH_ACCEL_WITH_DISTRIBUTED
+  initDistributedBindings(m);
+#endif
 
   // Random number generators.
   m.def("_default_generator", [](c10::DeviceIndex device) {

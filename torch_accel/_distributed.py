@@ -1,0 +1,128 @@
+"""accel's c10d backend for torch.distributed.
+
+``import torch_accel`` registers a backend named ``accel`` for the ``accel``
+device type, so that ``init_process_group(backend="accel")``,
+``init_process_group(backend="cpu:gloo,accel:accel")`` and
+``init_process_group()`` (the accelerator's default backend) run collectives on
+accel tensors.
+
+The backend runs each collective on the engine that serves accel's target
+device type, chosen by asking the runtime for that type and torch.distributed
+for its default backend: NCCL for ``cuda`` (the CUDA runtime), Gloo for ``cpu``
+(the host runtime). The engine sees target tensors over the accel tensors'
+memory; see csrc/distributed/AccelBackend.h.
+
+torch.distributed.distributed_c10d is already loaded by ``import torch`` (in
+torch 2.11), so registering costs no imports.
+"""
+
+from datetime import timedelta
+from typing import Any, Callable
+
+import torch
+
+from . import _C
+
+BACKEND_NAME = "accel"
+DEVICE_TYPE = "accel"
+
+
+def _new_gloo(store: Any, rank: int, size: int, timeout: timedelta, options: Any, backend_options: Any) -> Any:
+    from torch.distributed import ProcessGroupGloo
+
+    engine = ProcessGroupGloo(store, rank, size, timeout=timeout)
+    engine.options.global_ranks_in_group = options.global_ranks_in_group
+    engine.options.group_name = options.group_id
+    return engine
+
+
+def _new_nccl(store: Any, rank: int, size: int, timeout: timedelta, options: Any, backend_options: Any) -> Any:
+    import torch.distributed as dist
+
+    if not dist.is_nccl_available():
+        raise RuntimeError(
+            "accel's c10d backend runs collectives with NCCL on the cuda runtime, "
+            "but this torch has no NCCL (torch.distributed.is_nccl_available() is False)"
+        )
+    if backend_options is None:
+        backend_options = dist.ProcessGroupNCCL.Options()
+        backend_options.is_high_priority_stream = False
+    elif not isinstance(backend_options, dist.ProcessGroupNCCL.Options):
+        raise TypeError(
+            "accel's c10d backend runs NCCL on the cuda runtime: pg_options must be "
+            f"ProcessGroupNCCL.Options, not {type(backend_options).__name__}"
+        )
+    backend_options._timeout = timeout
+    backend_options.global_ranks_in_group = options.global_ranks_in_group
+    backend_options.group_name = options.group_id
+    return dist.ProcessGroupNCCL(store, rank, size, backend_options)
+
+
+# How to create each engine torch.distributed may name as the default backend
+# of accel's target device type.
+_ENGINES: dict[str, Callable[..., Any]] = {"gloo": _new_gloo, "nccl": _new_nccl}
+
+
+def engine_name() -> str:
+    r"""The c10d backend accel's collectives run on: the default backend of accel's target device type."""
+    from torch.distributed import Backend
+
+    from . import _target_device_type
+
+    target = _target_device_type()
+    name = Backend.default_device_backend_map.get(target)
+    if name not in _ENGINES:
+        raise RuntimeError(
+            f"accel's c10d backend has no engine for its target device type {target!r}: "
+            f"torch.distributed's default backend for it is {name!r}, and accel runs on "
+            f"{' or '.join(sorted(_ENGINES))}"
+        )
+    return name
+
+
+def _check_registrations() -> None:
+    # register_backend without devices declares the backend for cpu and cuda:
+    # accel tensors would then find no backend, and cpu tensors one that
+    # refuses them. Say so when the group is created, not at the first
+    # collective.
+    from torch.distributed import Backend
+
+    for name, plugin in Backend._plugins.items():
+        if plugin.creator_fn is not _new_backend:
+            continue
+        devices = Backend.backend_capability.get(name.lower())
+        if devices != [DEVICE_TYPE]:
+            raise ValueError(
+                f"accel's c10d backend is registered as {name.lower()!r} for devices {devices}, "
+                f"but it runs collectives on accel tensors only: register it with "
+                f"devices=[{DEVICE_TYPE!r}] (torch_accel registers it as {BACKEND_NAME!r} that way)"
+            )
+
+
+def _new_backend(options: Any, backend_options: Any) -> Any:
+    r"""Creates accel's backend for a process group (register_backend's extended API)."""
+    _check_registrations()
+    from . import _lazy_init
+
+    try:
+        _lazy_init()
+    except Exception as e:
+        raise RuntimeError(f"accel's c10d backend cannot be created: {e}") from e
+    name = engine_name()
+    engine = _ENGINES[name](
+        options.store, options.group_rank, options.group_size, options.timeout, options, backend_options
+    )
+    # As torch.distributed does for the engines it creates itself.
+    engine._set_sequence_number_for_group()
+    return _C._c10d_accel_backend(engine)
+
+
+def register_backend() -> None:
+    r"""Registers accel's c10d backend with torch.distributed (once; a no-op without torch.distributed)."""
+    if not torch.distributed.is_available() or not hasattr(_C, "_c10d_accel_backend"):
+        return
+    from torch.distributed import Backend
+
+    if BACKEND_NAME.upper() in Backend._plugins:
+        return
+    Backend.register_backend(BACKEND_NAME, _new_backend, extended_api=True, devices=[DEVICE_TYPE])
