@@ -19,7 +19,7 @@ import torch
 from . import _C
 from ._lazy import DeferredAccelCallError, _is_in_bad_fork, _lazy_call, _lazy_init, init, is_initialized
 from ._utils import DeviceLike, _get_device_index
-from . import memory, random
+from . import amp, memory, random
 from .memory import (
     empty_cache,
     max_memory_allocated,
@@ -67,6 +67,7 @@ __all__ = [
     "device",
     "device_count",
     "device_of",
+    "get_amp_supported_dtype",
     "get_device_capability",
     "get_device_name",
     "get_device_properties",
@@ -227,6 +228,16 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
     return "BFloat16" in _C._supported_dtypes(current_device())
 
 
+def get_amp_supported_dtype() -> list[torch.dtype]:
+    r"""Return the dtypes that ``torch.autocast("accel", dtype=...)`` accepts.
+
+    torch.autocast asks a PrivateUse1 device module for them: with any other
+    dtype it warns and runs with autocast disabled. float16 always; bfloat16
+    where :func:`is_bf16_supported` says so.
+    """
+    return [torch.float16, torch.bfloat16] if is_bf16_supported() else [torch.float16]
+
+
 # Inductor's init_backend_registration() looks these up on the PrivateUse1
 # device module to register the backend's code generators (see
 # _inductor_registration): answering registers accel's backend.
@@ -252,15 +263,20 @@ def _register() -> None:
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )
+    from ._distributed import register_backend as register_c10d_backend
     from ._dynamo_registration import register_when_dynamo_loads
     from ._inductor_patches import apply_fake_tensor_patches
     from ._inductor_registration import register_if_inductor_loaded
+    from ._profiler_patches import apply_profiler_patches
 
     # FakeTensor is loaded with torch: adapting it costs nothing here, and
     # every tracer (Dynamo, AOTAutograd, Inductor, export) then sees it.
     apply_fake_tensor_patches()
+    # So is the profiler (see _profiler_patches: use_device="accel" without a device).
+    apply_profiler_patches()
     register_when_dynamo_loads()
     register_if_inductor_loaded()
+    register_c10d_backend()
 
 
 _register()
