@@ -129,9 +129,6 @@ _KNOWN_FAILURES_EVERYWHERE = {
     "addr": "fallback bug: addr_ on a 0-d self resizes self instead of raising '2D tensor expected, "
     "got 0D tensor for input' (composite addr_ calls addr.out(self, ..., out=self); the target "
     "kernel tests &result == &self, which no boxed call preserves)",
-    "nn.functional.scaled_dot_product_attention": "fallback bug: accel takes SDPA's math path "
-    "(_fused_sdp_choice_stub has no PrivateUse1 kernel), the target a fused kernel: values (CPU) or "
-    "output strides (CUDA) differ",
     "to_sparse": "not supported: accel has strided tensors only; to_sparse() raises NotImplementedError "
     "(it used to return a sparse tensor on the target device)",
 }
@@ -143,6 +140,9 @@ KNOWN_FAILURES: dict[str, str] = {
     "cpu": _KNOWN_FAILURES_EVERYWHERE,
     "cuda": {
         **_KNOWN_FAILURES_EVERYWHERE,
+        "nn.functional.scaled_dot_product_attention": "not supported: accel keeps SDPA's math path on "
+        "the CUDA runtime (csrc/aten/Attention.cpp: ATen's composite would send a flash choice to the "
+        "CPU kernel), cuda takes a fused kernel: output strides differ",
         "nn.functional.batch_norm": _DEVICE_TYPE_CHOICE + ": values differ",
         "nn.functional.batch_norm.without_cudnn": _DEVICE_TYPE_CHOICE + ": values differ",
         "nn.functional.instance_norm": _DEVICE_TYPE_CHOICE + ": values differ",
