@@ -158,7 +158,7 @@ def test_cuda_runtime_generates_triton_launched_on_the_accel_stream():
     # The wrapper guards accel:1, allocates there, and launches on the accel current stream.
     assert "from torch_accel._C import _get_raw_stream as get_raw_stream" in code
     assert "with torch.accel.device(1):" in code
-    assert "device='accel:1'" in code
+    assert re.search(r"empty_strided_accel\(.*, 1\)", code)
     assert "stream1 = get_raw_stream(1)" in code
     assert re.search(r"triton_\w+\.run\(.*stream=stream1\)", code)
 
@@ -275,6 +275,33 @@ def test_training_step(model, compiled_reference):
     assert compiled["losses"][-1] < compiled["losses"][0] * 1.5  # it trains, not diverges
 
 
+# --- Buffer allocation in generated code -----------------------------------------
+
+
+def test_allocation_in_generated_code():
+    x = torch.randn(8, 8).to("accel")
+    result, code = compile_and_run(lambda t: (t @ t).relu() + 1, x)
+    assert re.search(r"= empty_strided_accel\(\(8, 8\), \(8, 1\), torch\.float32, 0\)", code)
+    assert "device='accel" not in code.split("def get_args")[0]  # (get_args makes example inputs)
+    assert_close(result, (x @ x).relu() + 1)
+
+
+def test_empty_strided_for_generated_code(two_devices):
+    from torch_accel._C import _empty_strided
+
+    t = _empty_strided((2, 3, 4), (12, 1, 3), torch.float16, 1)
+    assert t.device == torch.device("accel:1") and t.dtype == torch.float16
+    assert t.shape == (2, 3, 4) and t.stride() == (12, 1, 3)
+    assert torch_accel.current_device() == 0
+    assert _empty_strided((), (), torch.int64, 0).shape == ()
+    with pytest.raises(RuntimeError, match="Invalid accel device index 9"):
+        _empty_strided((2,), (1,), torch.float32, 9)
+    with pytest.raises(TypeError, match="takes 4 arguments"):
+        _empty_strided((2,), (1,), torch.float32)
+    with pytest.raises(TypeError, match="dtype must be a torch.dtype"):
+        _empty_strided((2,), (1,), "float32", 0)
+
+
 # --- Shapes, graphs and guards --------------------------------------------------
 
 
@@ -316,7 +343,7 @@ def test_second_device(two_devices):
     x = torch.randn(16, 16).to("accel:1")
     result, code = compile_and_run(lambda t: torch.softmax(t @ t, -1) + 1, x)
     assert result.device == torch.device("accel:1")
-    assert "device='accel:1'" in code  # buffers are allocated on accel:1
+    assert re.search(r"empty_strided_accel\(.*, 1\)", code)  # buffers are allocated on accel:1
     assert torch_accel.current_device() == 0
     assert_close(result, torch.softmax(x @ x, -1) + 1, rtol=1e-5, atol=1e-6)
 

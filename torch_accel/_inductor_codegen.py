@@ -7,7 +7,8 @@ nothing accel-specific: accel memory is host memory or CUDA memory, exactly
 what they read and write. The wrapper does, and this module provides it:
 
 - ``AccelWrapperCodegen``: allocates buffers on the accel device they belong
-  to and calls C++ kernels on accel buffers the way Inductor calls them on
+  to (torch_accel._C._empty_strided, as cheap as cpu's and cuda's allocation
+  in generated code) and calls C++ kernels on accel buffers the way Inductor calls them on
   cpu buffers (PythonWrapperCodegen only knows how to call non-Triton kernels
   for cpu, cuda and mps). Triton kernel calls are PythonWrapperCodegen's own.
 - ``AccelHostDeviceOpOverrides`` / ``AccelCudaDeviceOpOverrides``: the
@@ -24,7 +25,7 @@ import os
 from typing import Any, Optional
 
 import torch
-from torch._inductor import ir
+from torch._inductor import config, ir
 from torch._inductor.codegen.common import DeviceOpOverrides
 from torch._inductor.codegen.cpu_device_op_overrides import CpuDeviceOpOverrides
 from torch._inductor.codegen.cuda.device_op_overrides import CUDADeviceOpOverrides
@@ -33,6 +34,8 @@ from torch._inductor.custom_graph_pass import CustomGraphModulePass, get_hash_fo
 from torch._inductor.virtualized import V
 
 _DEVICE_TYPE = "accel"
+# How generated code names torch_accel._C._empty_strided (see make_allocation).
+_EMPTY_STRIDED_ACCEL = "from torch_accel._C import _empty_strided as empty_strided_accel"
 
 
 class _AccelWrapperMixin:
@@ -48,12 +51,19 @@ class _AccelWrapperMixin:
         allocation_shape: Any = None,
         is_pinned: bool = False,
     ) -> str:
-        line = super().make_allocation(name, device, dtype, shape, stride, allocation_shape, is_pinned)  # type: ignore[misc]
-        if device.type == _DEVICE_TYPE and device.index is not None:
-            # PythonWrapperCodegen names only the device type and relies on a
-            # device guard for the index; the host runtime has no guards in
-            # the wrapper (accel is not a GPU type there), so name the device.
-            line = line.replace(f"device='{_DEVICE_TYPE}'", f"device='{_DEVICE_TYPE}:{device.index}'")
+        if device.type != _DEVICE_TYPE or device.index is None or is_pinned or config.test_configs.track_memory_lifecycle:
+            return super().make_allocation(name, device, dtype, shape, stride, allocation_shape, is_pinned)  # type: ignore[misc]
+        # As PythonWrapperCodegen allocates for cpu and cuda (without the
+        # dispatcher: torch._C._dynamo.guards._empty_strided_cpu/_cuda), with
+        # torch_accel._C._empty_strided, which also names the device: the
+        # host runtime has no device guards in the wrapper (accel is not a
+        # GPU type there).
+        shape_code = self.codegen_python_shape_tuple(shape)  # type: ignore[attr-defined]
+        allocation_code = self.codegen_python_shape_tuple(shape if allocation_shape is None else allocation_shape)  # type: ignore[attr-defined]
+        stride_code = self.codegen_python_shape_tuple(stride)  # type: ignore[attr-defined]
+        line = f"{name} = empty_strided_accel({allocation_code}, {stride_code}, {dtype}, {device.index})"
+        if shape_code != allocation_code:
+            line += f".as_strided({shape_code}, {stride_code})"
         return line
 
     def _generate_kernel_call_helper(
@@ -73,6 +83,11 @@ class AccelSubgraphWrapperCodegen(_AccelWrapperMixin, SubgraphPythonWrapperCodeg
 
 
 class AccelWrapperCodegen(_AccelWrapperMixin, PythonWrapperCodegen):
+    def write_header(self) -> None:
+        super().write_header()
+        self.header.writeline(_EMPTY_STRIDED_ACCEL)
+        self.kernel_autotune_defs.writeline(_EMPTY_STRIDED_ACCEL)
+
     @staticmethod
     def create(
         is_subgraph: bool,

@@ -1,5 +1,6 @@
 // Factory kernels: every accel tensor's memory is born here.
 
+#include <csrc/aten/Empty.h>
 #include <csrc/runtime/Runtime.h>
 
 #include <ATen/Context.h>
@@ -68,4 +69,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 }
 
 } // namespace
+
+at::Tensor emptyStrided(at::IntArrayRef size, at::IntArrayRef stride, at::ScalarType dtype, c10::DeviceIndex device) {
+  checkDeviceIndex(device);
+  return empty_strided(size, stride, dtype, std::nullopt, c10::Device(kAccel, device), std::nullopt);
+}
+
 } // namespace torch_accel

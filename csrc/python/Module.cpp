@@ -4,6 +4,7 @@
 // runtime through the PrivateUse1 device guard.
 
 #include <csrc/aten/AliasFallback.h>
+#include <csrc/aten/Empty.h>
 #ifdef TORCH_ACCEL_WITH_DISTRIBUTED
 #include <csrc/python/Distributed.h>
 #endif
@@ -13,8 +14,12 @@
 #include <ATen/Context.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/csrc/Dtype.h>
 #include <torch/csrc/Event.h>
+#include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
+#include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/utils/python_numbers.h>
 #include <torch/csrc/utils/device_lazy_init.h>
 #include <torch/csrc/utils/pybind.h>
 
@@ -115,6 +120,39 @@ c10::DeviceAllocator* allocatorFor(c10::DeviceIndex device) {
   checkDeviceIndex(device);
   return runtime().allocator();
 }
+
+c10::SmallVector<int64_t, 8> unpackInts(PyObject* sequence, const char* what) {
+  TORCH_CHECK_TYPE(PyTuple_Check(sequence), "_empty_strided: ", what, " must be a tuple of ints");
+  const Py_ssize_t n = PyTuple_GET_SIZE(sequence);
+  c10::SmallVector<int64_t, 8> out(static_cast<size_t>(n));
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    out[static_cast<size_t>(i)] = THPUtils_unpackLong(PyTuple_GET_ITEM(sequence, i));
+  }
+  return out;
+}
+
+// _empty_strided(size: tuple, stride: tuple, dtype, device_index): a new accel
+// tensor, as torch.empty_strided(size, stride, dtype=dtype,
+// device=f"accel:{device_index}") gives, without argument parsing, a device
+// string or the dispatcher. Inductor's generated code allocates its buffers
+// with it, as it does with torch._C._dynamo.guards._empty_strided_cpu/_cuda
+// on cpu and cuda.
+PyObject* emptyStridedPy(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  TORCH_CHECK_TYPE(nargs == 4, "_empty_strided takes 4 arguments (size, stride, dtype, device_index), got ", nargs);
+  const auto size = unpackInts(args[0], "size");
+  const auto stride = unpackInts(args[1], "stride");
+  TORCH_CHECK_TYPE(THPDtype_Check(args[2]), "_empty_strided: dtype must be a torch.dtype");
+  const auto dtype = reinterpret_cast<THPDtype*>(args[2])->scalar_type;
+  const auto device = static_cast<c10::DeviceIndex>(THPUtils_unpackLong(args[3]));
+  return THPVariable_Wrap(emptyStrided(size, stride, dtype, device));
+  END_HANDLE_TH_ERRORS
+}
+
+PyMethodDef rawMethods[] = {
+    {"_empty_strided", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&emptyStridedPy)), METH_FASTCALL, nullptr},
+    {nullptr, nullptr, 0, nullptr},
+};
 
 } // namespace
 } // namespace torch_accel
@@ -220,6 +258,11 @@ PYBIND11_MODULE(_C, m) {
   m.def("_mem_get_info", [](c10::DeviceIndex device) { return allocatorFor(device)->getMemoryInfo(device); });
 
   m.def("_alias_fallback_calls", [] { return aliasFallbackCalls(); });
+
+  // Allocation for Inductor's generated code (plain CPython: no pybind11 overhead).
+  if (PyModule_AddFunctions(m.ptr(), rawMethods) != 0) {
+    throw py::error_already_set();
+  }
 
 #ifdef TORCH_ACCEL_WITH_DISTRIBUTED
   initDistributedBindings(m);
