@@ -7,6 +7,7 @@ runs (backward) are compared with a target run in a process without
 torch_accel (see _cases.py for why).
 """
 
+import difflib
 import importlib.util
 import re
 
@@ -268,11 +269,72 @@ def test_training_step(model, compiled_reference):
     compiled = _cases.train(model, "sgd", "accel", compiled=True, dropout=False)
     assert compiled["devices"] == ["accel:0"]
     assert_same_run(compiled, _cases.train(model, "sgd", "accel", dropout=False), rtol=1e-4, atol=1e-5)
-    # On the CUDA runtime Inductor generates the same Triton code for accel as
-    # for cuda; on the host runtime its C++ code differs from cpu's in places
-    # where Inductor tests for the cpu device (bias of convolutions, layouts).
+    # Inductor generates the target's code for accel (test_generated_code_is_the_targets).
     assert_same_run(compiled, compiled_reference[f"train-{model}-sgd"], rtol=1e-5, atol=1e-6)
     assert compiled["losses"][-1] < compiled["losses"][0] * 1.5  # it trains, not diverges
+
+
+# --- The target's code ----------------------------------------------------------
+
+
+def normalized_code(code: str) -> str:
+    """Generated code without what names its device: buffer allocations
+    (cpu's and accel's allocation functions), device strings, Python comments
+    (kernel paths, node mappings) and accel's import of its allocator."""
+    lines = []
+    for line in code.splitlines():
+        if not line.strip() or re.match(r"\s*#(\s|$)", line) or "from torch_accel._C import _empty_strided" in line:
+            continue
+        line = re.sub(r"empty_strided_cpu\((.*), (torch\.\w+)\)", r"ALLOC(\1, \2)", line)
+        line = re.sub(r"empty_strided_accel\((.*), (torch\.\w+), 0\)", r"ALLOC(\1, \2)", line)
+        lines.append(re.sub(r"device='(cpu|accel:0)'", "device=DEVICE", line))
+    return "\n".join(lines)
+
+
+def compiled_training_step(model_name: str, device: str):
+    """Forward and backward of a _cases model (no dropout), compiled on
+    ``device``: (loss, gradients, [forward code, backward code])."""
+    model_class, make_batch = _cases.MODELS[model_name]
+    torch.manual_seed(0)
+    model = _cases.without_dropout(model_class()).to(device)
+    inputs, labels = make_batch(device, 0)
+    compiled = torch.compile(model)
+
+    def step():
+        logits = compiled(inputs)
+        loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
+        loss.backward()
+        return loss
+
+    loss, code = run_and_get_code(step)
+    return loss, [p.grad for p in model.parameters()], code
+
+
+@pytest.mark.skipif(RUNTIME != "host", reason="compares with code for cpu, the host runtime's target, in this process")
+@pytest.mark.parametrize("model", sorted(_cases.MODELS))
+def test_generated_code_is_the_targets(model):
+    # Inductor decides by device type in many places (channels-last layouts
+    # and convolution biases for oneDNN, fused attention, division by a
+    # constant, ...): for accel it must decide as for the target, whose
+    # kernels accel runs. Then the compiled training step is the target's:
+    # same C++ kernels, same extern calls, same buffers, and so bit for bit
+    # the same numbers.
+    accel_loss, accel_grads, accel_code = compiled_training_step(model, "accel")
+    torch._dynamo.reset()
+    cpu_loss, cpu_grads, cpu_code = compiled_training_step(model, "cpu")
+    assert len(accel_code) == len(cpu_code) == 2  # forward and backward
+    for accel, cpu in zip(accel_code, cpu_code):
+        accel, cpu = normalized_code(accel), normalized_code(cpu)
+        assert accel == cpu, "\n".join(difflib.unified_diff(cpu.splitlines(), accel.splitlines(), "cpu", "accel", lineterm=""))
+    assert "empty_strided_accel(" in accel_code[0]
+    if model == "cnn":
+        # oneDNN's convolutions, channels-last, with their bias
+        assert re.search(r"extern_kernels\.convolution\(\w+, \w+, primals_\d+,", accel_code[0])
+    else:
+        assert "aten._scaled_dot_product_flash_attention_for_cpu.default(" in accel_code[0]
+    assert torch.equal(accel_loss.cpu(), cpu_loss)
+    for a, c in zip(accel_grads, cpu_grads, strict=True):
+        assert torch.equal(a.cpu(), c)
 
 
 # --- Buffer allocation in generated code -----------------------------------------
