@@ -9,6 +9,7 @@ torch_accel (see _cases.py for why).
 
 import difflib
 import importlib.util
+import logging
 import re
 
 import pytest
@@ -362,6 +363,72 @@ def test_empty_strided_for_generated_code(two_devices):
         _empty_strided((2,), (1,), torch.float32)
     with pytest.raises(TypeError, match="dtype must be a torch.dtype"):
         _empty_strided((2,), (1,), "float32", 0)
+
+
+# --- mode="reduce-overhead" (CUDA graphs) -----------------------------------------
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def test_reduce_overhead_runs_without_cuda_graphs():
+    # Inductor captures CUDA graphs for graphs on exactly one cuda device
+    # (cudagraph_utils.check_multiple_devices_or_any_cpu_nodes): accel graphs
+    # run as compiled, without graphs, and say so as cuda graphs do (see the
+    # README on why accel has no CUDA graphs).
+    from torch._dynamo.utils import counters
+    from torch._inductor import cudagraph_trees
+
+    fn = lambda x, w: torch.relu(x @ w).sum(0) + 1  # noqa: E731
+    x, w = on("accel", _randn((16, 8), (8, 4)))
+    records = _Records()
+    skips = counters["inductor"]["cudagraph_skips"]
+    logger = logging.getLogger("torch._inductor.cudagraph_utils.__cudagraphs")
+    torch._logging.set_logs(cudagraphs=True)
+    logger.addHandler(records)
+    try:
+        for _ in range(2):  # a fresh compile, then (with the FX graph cache on) a cache hit
+            torch._dynamo.reset()
+            compiled = torch.compile(fn, mode="reduce-overhead")
+            results = [compiled(x, w) for _ in range(3)]
+    finally:
+        logger.removeHandler(records)
+        torch._logging.set_logs()
+    for result in results:
+        assert result.device == torch.device("accel:0")
+        assert_close(result, fn(x, w), rtol=1e-5, atol=1e-6)
+    assert counters["inductor"]["cudagraph_skips"] - skips == 2
+    expected = "skipping cudagraphs due to multiple devices: device(type='accel', index=0)"
+    assert records.messages == [expected, expected]
+    assert cudagraph_trees.local.tree_manager_containers == {}  # no CUDA graph tree was built
+
+
+def test_reduce_overhead_training_step():
+    # Forward and backward graphs both run without CUDA graphs (the backward
+    # would otherwise look for the forward's CUDA graph tree manager), and
+    # compute what the default mode computes.
+    def run(mode):
+        torch._dynamo.reset()
+        model_class, make_batch = _cases.MODELS["cnn"]
+        torch.manual_seed(0)
+        model = _cases.without_dropout(model_class()).to("accel")
+        compiled = torch.compile(model, mode=mode)
+        losses = []
+        for step in range(2):
+            inputs, labels = make_batch("accel", step)
+            loss = nn.functional.cross_entropy(compiled(inputs), labels)
+            model.zero_grad()
+            loss.backward()
+            losses.append(loss.detach())
+        return losses, [p.grad for p in model.parameters()]
+
+    assert_close(run("reduce-overhead"), run("default"), rtol=0, atol=0)
 
 
 # --- Shapes, graphs and guards --------------------------------------------------

@@ -31,6 +31,7 @@ SOURCE_SHA256 = {
     "torch._inductor.runtime.hints.DeviceProperties.create": "760dfde73f9663e6a4e913be0f534acef2e9329fde0bc94046ec83e1f4fe859a",
     "torch._inductor.graph.GraphLowering.decide_layout_opt": "bef90675b8c18d39035ff933c70cec0dc09a135e7b6c710ff0d49bd8157b613a",
     "torch._inductor.kernel.conv.convolution": "c56742ea0753e60e358a27fe65d67b6f8526ba6c1ef181dc489cfd4c0a6aa86b",
+    "torch._inductor.output_code.CompiledFxGraph.post_compile": "0fa28fd8275d826280a1ed1ddf414c14c480d607ef2851e98671e363104ef119",
     "torch._inductor.ir.is_cpu": "5449d162cfd24cbae10a701882c7cbd3562b1b944ae16b46ba39fb2892e791f6",
     "torch._inductor.scheduler.BaseSchedulerNode.is_cpu": "3abf458ee46f55f4b78e8089c736e9b9c3e3813e5e7062d1aadfc92eaac05340",
     "torch._inductor.lowering.div_prim": "75e87a9bf283a7c2b0b672ef778498974cb4a04a6aa9f34304cbc46c7f445f93",
@@ -404,6 +405,42 @@ def _patch_convolution_lowering() -> None:
     conv.ir = _IrSeenByConvolutions(conv.ir, torch_accel._target_device_type())  # type: ignore[attr-defined]
 
 
+# --- Inductor: mode="reduce-overhead" says why accel graphs run without CUDA graphs
+#
+# Adapts torch._inductor.output_code.CompiledFxGraph.post_compile. With
+# triton.cudagraphs (mode="reduce-overhead"), Inductor records why a graph
+# cannot be captured (for an accel graph: check_lowering_disable_cudagraph
+# accepts exactly one device, of type cuda, and reports "multiple devices:
+# device(type='accel', index=0)"), then logs the reason only if the graph has
+# a cuda device and otherwise just counts the skip (cudagraph_skips). accel
+# graphs get the log line cuda graphs get (artifact "cudagraphs", TORCH_LOGS=
+# cudagraphs), on fresh compiles and cache hits alike; the count stays
+# Inductor's. See the README on why accel has no CUDA graphs.
+
+
+def _patch_cudagraph_skip_message() -> None:
+    from torch._inductor import config
+    from torch._inductor.cudagraph_utils import cudagraphs_log
+    from torch._inductor.output_code import CompiledFxGraph
+
+    original = CompiledFxGraph.post_compile
+    if not _first_patch("torch._inductor.output_code.CompiledFxGraph.post_compile", original):
+        return
+
+    def post_compile(self: Any, example_inputs: Any, constants: Any, graph_kwargs: Any) -> None:
+        if (
+            config.triton.cudagraphs
+            and self.disabled_cudagraphs_reason
+            and _DEVICE_TYPE in self.device_types
+            and "cuda" not in self.device_types
+        ):
+            cudagraphs_log.warning(self.disabled_cudagraphs_reason)
+        return original(self, example_inputs, constants, graph_kwargs)
+
+    post_compile.__doc__ = original.__doc__
+    CompiledFxGraph.post_compile = post_compile  # type: ignore[method-assign]
+
+
 def apply_inductor_patches(runtime: str) -> None:
     """Patches for Inductor, applied when accel's backend registers for ``runtime``."""
     _patch_get_current_backend(runtime)
@@ -411,6 +448,7 @@ def apply_inductor_patches(runtime: str) -> None:
     _patch_div_by_constant()
     _patch_layout_optimization()
     _patch_convolution_lowering()
+    _patch_cudagraph_skip_message()
     if runtime == "cuda":
         _patch_gpu_types()
         _patch_device_properties()
