@@ -19,9 +19,9 @@
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/autograd/python_variable.h>
-#include <torch/csrc/utils/python_numbers.h>
 #include <torch/csrc/utils/device_lazy_init.h>
 #include <torch/csrc/utils/pybind.h>
+#include <torch/csrc/utils/python_numbers.h>
 
 #include <string>
 #include <tuple>
@@ -150,7 +150,10 @@ PyObject* emptyStridedPy(PyObject* /*self*/, PyObject* const* args, Py_ssize_t n
 }
 
 PyMethodDef rawMethods[] = {
-    {"_empty_strided", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&emptyStridedPy)), METH_FASTCALL, nullptr},
+    {"_empty_strided",
+     reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&emptyStridedPy)),
+     METH_FASTCALL,
+     nullptr},
     {nullptr, nullptr, 0, nullptr},
 };
 
