@@ -303,3 +303,52 @@ def test_target_errors_surface_as_python_exceptions():
         x[5]
     # The device still works afterwards.
     assert (x @ x.t()).shape == (2, 2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_attention_takes_the_targets_backend(dtype, target):
+    # accel's SDPA backend choice is the target's (csrc/aten/AttentionBackendChoice.cpp):
+    # the fused kernel the target picks runs, forward and backward, bitwise.
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 8, 16, dtype=dtype, device=target) for _ in range(3))
+    accel = [t.to("accel").requires_grad_() for t in (q, k, v)]
+    reference = [t.clone().requires_grad_() for t in (q, k, v)]
+    expected_choice = torch._fused_sdp_choice(*reference, is_causal=True)
+    flash = int(torch.nn.attention.SDPBackend.FLASH_ATTENTION)
+    if target == "cuda" and expected_choice == flash:
+        expected_choice = int(torch.nn.attention.SDPBackend.MATH)  # see AttentionBackendChoice.cpp
+    assert torch._fused_sdp_choice(*accel, is_causal=True) == expected_choice
+    if target == "cpu":
+        assert expected_choice == flash  # the case the file exists for
+    out = torch.nn.functional.scaled_dot_product_attention(*accel, is_causal=True)
+    if target != "cuda":  # a CUDA backward cannot run in this process (README, Known limitations)
+        expected = torch.nn.functional.scaled_dot_product_attention(*reference, is_causal=True)
+        assert_bitwise(out, expected, target)
+        out.sum().backward()
+        expected.sum().backward()
+        for a, t in zip(accel, reference):
+            assert_bitwise(a.grad, t.grad, target)
+
+
+def test_ops_with_composite_and_target_kernels_run_the_targets(target):
+    # mish's backward has a target kernel and a decomposition; accel runs the kernel.
+    x = torch.randn(64, device=target, requires_grad=True)
+    xa = x.detach().to("accel").requires_grad_()
+    torch.nn.functional.mish(x).sum().backward()
+    torch.nn.functional.mish(xa).sum().backward()
+    if target != "cuda":
+        assert_bitwise(xa.grad, x.grad, target)
+    values, indices = torch.empty(0, device="accel"), torch.empty(0, dtype=torch.long, device="accel")
+    m = torch.tensor([[1.0, 2, 2], [3, 3, 1]])
+    torch.mode(m.to("accel"), 1, out=(values, indices))  # mode.values' composite names its devices
+    assert_bitwise((values, indices), torch.mode(m.to(target), 1), target)
+
+
+def test_zero_tensor_gradients_are_accel_zero_tensors(two_devices, target):
+    zeros = torch._efficientzerotensor((2, 3), device="accel:1")
+    assert zeros.device == torch.device("accel:1") and zeros._is_zerotensor()
+    assert torch.equal((zeros + torch.ones(2, 3, device="accel:1")).cpu(), torch.ones(2, 3))
+    # sgn's backward returns one for real inputs (it used to crash the fallback).
+    x = torch.randn(5, device="accel", requires_grad=True)
+    (grad,) = torch.autograd.grad(torch.sgn(x).sum(), x)
+    assert grad.device.type == "accel" and torch.equal(grad.cpu(), torch.zeros(5))

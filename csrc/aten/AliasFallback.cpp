@@ -40,6 +40,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace torch_accel {
@@ -416,6 +417,14 @@ private:
 
   c10::Storage adoptOrCopy(c10::StorageImpl* target) {
     const size_t nbytes = target->nbytes();
+    // A result without memory (a ZeroTensor, say) has nothing to adopt or copy.
+    TORCH_CHECK_NOT_IMPLEMENTED(
+        nbytes == 0 || target->data() != nullptr,
+        "The operator '",
+        schema_.operator_name(),
+        "' returned a tensor without memory on its target device (",
+        c10::DeviceTypeName(runtime().targetType(), /*lower_case=*/true),
+        "); accel cannot take it over");
     // Owned only by this call's results: the allocation can change hands.
     if (c10::raw::intrusive_ptr::use_count(target) == resultStorageRefs(target)) {
       c10::DataPtr data = target->set_data_ptr(c10::DataPtr(nullptr, target->device()));
@@ -508,11 +517,21 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&aliasFallback>());
 }
 
-// Operators whose composite kernel calls CPU/CUDA-only code directly (a
-// DispatchStub keyed by the tensors' device type), so PrivateUse1 cannot run
-// it; through the fallback the composite runs on target tensors instead.
-bool runsOnTargetComposite(std::string_view name) {
-  return name == "aten::conj_physical_";
+// Operators whose composite kernel PrivateUse1 cannot run: it calls
+// CPU/CUDA-only code directly (a DispatchStub keyed by the tensors' device
+// type), or accepts only the device types it names. Through the fallback the
+// composite runs on target tensors instead.
+bool runsOnTargetComposite(const c10::OperatorName& name) {
+  static const std::pair<std::string_view, std::string_view> ops[] = {
+      {"aten::conj_physical_", ""},
+      {"aten::mode", "values"}, // "mode only supports CPU, CUDA and XPU device type"
+  };
+  for (const auto& [op, overload] : ops) {
+    if (name.name == op && name.overload_name == overload) {
+      return true;
+    }
+  }
+  return false;
 }
 
 // Operators that must keep their composite kernel on accel: they move data
@@ -549,11 +568,14 @@ void runOnTarget(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 }
 
 void preferTargetKernels() {
-  // Many operators have both target kernels and a CompositeExplicitAutograd
-  // kernel, which PrivateUse1 would otherwise get: a decomposition (slower,
-  // and for some, like native_layer_norm, not bitwise the target's result) or
-  // a functional wrapper around the out= variant. Route them to the target's
-  // own kernel through the fallback instead.
+  // Many operators have both target kernels and a composite kernel, which
+  // PrivateUse1 would otherwise get: a decomposition (slower, and for some,
+  // like native_layer_norm or mish_backward, not bitwise the target's result)
+  // or a functional wrapper around the out= variant. Route them to the
+  // target's own kernel through the fallback instead. For a
+  // CompositeImplicitAutograd operator this also gives accel the target's
+  // autograd behaviour: a kernel on the backend key keeps the decomposition
+  // off the backend's autograd key too, exactly as for the target.
   static std::once_flag registered;
   std::call_once(registered, [] {
     const auto target_key = c10::computeDispatchKey(std::nullopt, at::kStrided, targetDevice(0));
@@ -565,13 +587,14 @@ void preferTargetKernels() {
       }
       const auto op = dispatcher.findOp(name);
       if (!op.has_value() || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) ||
-          !(op->hasKernelForDispatchKey(target_key) || runsOnTargetComposite(name.name))) {
+          !(op->hasKernelForDispatchKey(target_key) || runsOnTargetComposite(name))) {
         continue;
       }
       const bool composite = op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
-                             op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
+                             op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
+                             op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd);
       const std::string full_name = c10::toString(name);
-      if (!(composite || runsOnTargetComposite(name.name)) || keepsCompositeKernel(name.name)) {
+      if (!(composite || runsOnTargetComposite(name)) || keepsCompositeKernel(name.name)) {
         continue;
       }
       // The library keeps pointers to the names it registers.
