@@ -4,6 +4,7 @@
 // runtime through the PrivateUse1 device guard.
 
 #include <csrc/aten/AliasFallback.h>
+#include <csrc/aten/FusedRnnCells.h>
 #ifdef TORCH_ACCEL_WITH_DISTRIBUTED
 #include <csrc/python/Distributed.h>
 #endif
@@ -134,6 +135,7 @@ PYBIND11_MODULE(_C, m) {
     checkDeviceAvailable();
     at::globalContext().lazyInitDevice(kAccel);
     preferTargetKernels();
+    provideFusedRnnCellsTheTargetLacks();
     // A child forked after this point finds accel poisoned and, on its next
     // accel factory call, goes through torch.accel._lazy_init again (and fails).
     torch::utils::register_fork_handler_for_device_init(kAccel);
