@@ -86,10 +86,11 @@ _device_generic_outcomes: dict[str, dict[str, int]] = {}
 
 def pytest_runtest_logreport(report):
     # One report per test: its call, or the setup that failed or skipped it.
-    if _DEVICE_GENERIC not in report.nodeid or not (report.when == "call" or report.outcome != "passed"):
+    parts = report.nodeid.split("::")
+    if _DEVICE_GENERIC not in report.nodeid or len(parts) < 3 or not (report.when == "call" or report.outcome != "passed"):
         return
     outcome = "xfailed" if report.outcome == "skipped" and hasattr(report, "wasxfail") else report.outcome
-    counts = _device_generic_outcomes.setdefault(report.nodeid.split("::")[1], dict.fromkeys(("passed", "failed", "skipped", "xfailed"), 0))
+    counts = _device_generic_outcomes.setdefault(parts[1], dict.fromkeys(("passed", "failed", "skipped", "xfailed"), 0))
     counts[outcome] += 1
 
 

@@ -352,3 +352,14 @@ def test_zero_tensor_gradients_are_accel_zero_tensors(two_devices, target):
     x = torch.randn(5, device="accel", requires_grad=True)
     (grad,) = torch.autograd.grad(torch.sgn(x).sum(), x)
     assert grad.device.type == "accel" and torch.equal(grad.cpu(), torch.zeros(5))
+
+
+def test_in_place_addr_rejects_a_self_that_is_not_a_matrix(target):
+    # As on the target: addr_'s kernel checks self only when called in place.
+    for device in (target, "accel"):
+        with pytest.raises(RuntimeError, match="2D tensor expected, got 0D tensor for input"):
+            torch.tensor(1.0, device=device).addr_(torch.ones(2, device=device), torch.ones(3, device=device))
+    m = torch.randn(2, 3, device=target)
+    expected = m.clone().addr_(torch.arange(2.0, device=target), torch.arange(3.0, device=target))
+    result = m.to("accel").addr_(torch.arange(2.0, device="accel"), torch.arange(3.0, device="accel"))
+    assert_bitwise(result, expected, target)

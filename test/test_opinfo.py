@@ -112,9 +112,6 @@ TARGET_RERUNS = 2
 # Ops that fail on accel today, with the reason, per target. Every entry must
 # still fail: an op that starts passing must be removed from here.
 _KNOWN_FAILURES_EVERYWHERE = {
-    "addr": "fallback bug: addr_ on a 0-d self resizes self instead of raising '2D tensor expected, "
-    "got 0D tensor for input' (composite addr_ calls addr.out(self, ..., out=self); the target "
-    "kernel tests &result == &self, which no boxed call preserves)",
     "to_sparse": "not supported: accel has strided tensors only; to_sparse() raises NotImplementedError "
     "(it used to return a sparse tensor on the target device)",
 }

@@ -525,6 +525,10 @@ bool runsOnTargetComposite(const c10::OperatorName& name) {
   static const std::pair<std::string_view, std::string_view> ops[] = {
       {"aten::conj_physical_", ""},
       {"aten::mode", "values"}, // "mode only supports CPU, CUDA and XPU device type"
+      // addr_(self) calls addr.out(self, ..., out=self), whose kernel tells
+      // in-place from out-of-place (and rejects a self that is not 2-D) by
+      // comparing the two references: a boxed call never gives it the same one.
+      {"aten::addr_", ""},
   };
   for (const auto& [op, overload] : ops) {
     if (name.name == op && name.overload_name == overload) {
