@@ -47,7 +47,9 @@ at::Tensor targetDescription(const at::Tensor& accel) {
   c10::Storage storage(
       c10::Storage::use_byte_size_t(), 0, c10::DataPtr(nullptr, device), /*allocator=*/nullptr, /*resizable=*/false);
   auto impl = c10::make_intrusive<c10::TensorImpl>(
-      std::move(storage), c10::DispatchKeySet(c10::computeDispatchKey(std::nullopt, at::kStrided, device)), accel.dtype());
+      std::move(storage),
+      c10::DispatchKeySet(c10::computeDispatchKey(std::nullopt, at::kStrided, device)),
+      accel.dtype());
   impl->set_sizes_and_strides(accel.sym_sizes(), accel.sym_strides(), accel.sym_storage_offset());
   at::Tensor description(std::move(impl));
   if (accel.requires_grad()) {
