@@ -133,7 +133,7 @@ public:
     }
 
     const c10::DeviceType target_type = runtime().targetType();
-    const auto target_key = c10::computeDispatchKey(std::nullopt, at::kStrided, targetDevice(device_));
+    const c10::DispatchKey target_key = targetDispatchKey();
     TORCH_CHECK_NOT_IMPLEMENTED(
         op_.hasComputedKernelForDispatchKey(target_key),
         "The operator '",
@@ -556,7 +556,7 @@ void preferTargetKernels() {
   // own kernel through the fallback instead.
   static std::once_flag registered;
   std::call_once(registered, [] {
-    const auto target_key = c10::computeDispatchKey(std::nullopt, at::kStrided, targetDevice(0));
+    const c10::DispatchKey target_key = targetDispatchKey();
     static torch::Library library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
     auto& dispatcher = c10::Dispatcher::singleton();
     for (const auto& name : dispatcher.getAllOpNames()) {

@@ -8,15 +8,13 @@ namespace {
 
 c10::intrusive_ptr<c10::TensorImpl>
 targetImpl(c10::DataPtr data, size_t nbytes, caffe2::TypeMeta dtype, bool resizable = false) {
-  const c10::Device device = data.device();
   c10::Storage storage(
       c10::Storage::use_byte_size_t(),
       nbytes,
       std::move(data),
       resizable ? runtime().targetAllocator() : nullptr,
       resizable);
-  auto impl = c10::make_intrusive<c10::TensorImpl>(
-      std::move(storage), c10::DispatchKeySet(c10::computeDispatchKey(std::nullopt, at::kStrided, device)), dtype);
+  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(targetDispatchKey()), dtype);
   impl->remove_autograd_key();
   return impl;
 }
@@ -66,6 +64,11 @@ at::Tensor toTargetKeepingAlive(const at::Tensor& accel) {
 
 at::Tensor toTargetIfAccel(const at::Tensor& tensor) {
   return tensor.defined() && tensor.device().type() == c10::DeviceType::PrivateUse1 ? toTarget(tensor) : tensor;
+}
+
+c10::DispatchKey targetDispatchKey() {
+  static const c10::DispatchKey key = c10::computeDispatchKey(std::nullopt, at::kStrided, targetDevice(0));
+  return key;
 }
 
 at::Tensor targetBytes(void* data, size_t nbytes, c10::DeviceIndex device) {

@@ -25,6 +25,10 @@ at::Tensor toTargetKeepingAlive(const at::Tensor& accel);
 // toTarget for accel tensors; any other tensor is returned as it is.
 at::Tensor toTargetIfAccel(const at::Tensor& tensor);
 
+// The backend dispatch key of target tensors (CPU or CUDA): the key whose
+// kernels run accel's work. Fixed for the process, as the target type is.
+c10::DispatchKey targetDispatchKey();
+
 // A 1-D uint8 target tensor over `nbytes` of accel:`device` memory at `data`.
 at::Tensor targetBytes(void* data, size_t nbytes, c10::DeviceIndex device);
 
