@@ -120,6 +120,16 @@ public:
   FallbackCall(const c10::OperatorHandle& op, torch::jit::Stack* stack)
       : op_(op), schema_(op.schema()), facts_(factsFor(op)), stack_(*stack) {}
 
+  ~FallbackCall() {
+    // The next operator call can reuse the target views (see recycleTarget).
+    for (auto& mapped : inputs_) {
+      recycleTarget(std::move(mapped.target));
+    }
+  }
+
+  FallbackCall(const FallbackCall&) = delete;
+  FallbackCall& operator=(const FallbackCall&) = delete;
+
   void run() {
     const size_t arguments = schema_.arguments().size();
     const size_t begin = stack_.size() - arguments;

@@ -22,6 +22,12 @@ at::Tensor toResizableTarget(const at::Tensor& accel);
 // accel tensor before that.
 at::Tensor toTargetKeepingAlive(const at::Tensor& accel);
 
+// Hands back a target tensor made by toTarget or toResizableTarget once its
+// caller is done with it. If nothing else holds it, a later toTarget on this
+// thread reuses its TensorImpl and storage instead of allocating new ones
+// (operators make target views on every call); otherwise it is dropped.
+void recycleTarget(at::Tensor&& target);
+
 // toTarget for accel tensors; any other tensor is returned as it is.
 at::Tensor toTargetIfAccel(const at::Tensor& tensor);
 
