@@ -4,6 +4,7 @@
 // runtime through the PrivateUse1 device guard.
 
 #include <csrc/aten/AliasFallback.h>
+#include <csrc/aten/TargetCall.h>
 #ifdef TORCH_ACCEL_WITH_DISTRIBUTED
 #include <csrc/python/Distributed.h>
 #endif
@@ -219,7 +220,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_empty_cache", [] { runtime().allocator()->emptyCache(); });
   m.def("_mem_get_info", [](c10::DeviceIndex device) { return allocatorFor(device)->getMemoryInfo(device); });
 
-  m.def("_alias_fallback_calls", [] { return aliasFallbackCalls(); });
+  m.def("_alias_fallback_calls", [] { return targetCallCount(); });
 
 #ifdef TORCH_ACCEL_WITH_DISTRIBUTED
   initDistributedBindings(m);
