@@ -180,6 +180,31 @@ def test_views_and_metadata_ops_never_reach_the_fallback():
     assert all(v.device == x.device for v in views) and shapes and sizes
 
 
+def test_hot_operators_are_counted_like_fallback_calls():
+    # add and mm have unboxed accel kernels (csrc/aten/TargetKernels.cpp),
+    # which run through the same TargetCall as the boxed fallback.
+    x = torch.randn(3, 3, device="accel")
+    before = fallback_calls()
+    x + x
+    x @ x
+    x.cumsum(0)  # boxed fallback
+    assert fallback_calls() - before == 3
+
+
+def test_accel_kernels_keep_the_targets_autograd_decompositions(target):
+    # A backend kernel for an operator with a CompositeImplicitAutograd kernel
+    # would bypass that decomposition under autograd; accel may have one only
+    # where the target does too, so both behave alike.
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    target_key = "CUDA" if target == "cuda" else "CPU"
+    shadowed = [
+        name
+        for name in torch._C._dispatch_get_all_op_names()
+        if has(name, "PrivateUse1") and has(name, "CompositeImplicitAutograd") and not has(name, target_key)
+    ]
+    assert shadowed == []
+
+
 def test_tensor_optional_list_arguments(target):
     x = torch.zeros(4, 5, device="accel")
     rows = torch.tensor([0, 2], device="accel")
