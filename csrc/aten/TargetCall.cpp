@@ -48,6 +48,13 @@ at::Tensor withMetadataOf(const at::Tensor& like, c10::intrusive_ptr<c10::Tensor
   return at::Tensor(std::move(impl));
 }
 
+bool hasWeakReferences(c10::StorageImpl* storage) {
+  auto owner = c10::intrusive_ptr<c10::StorageImpl>::reclaim(storage);
+  const bool weak = owner.weak_use_count() > 1; // 1: the strong references' own
+  owner.release();
+  return weak;
+}
+
 c10::Storage accelStorage(c10::DataPtr data, size_t nbytes) {
   return c10::Storage(
       c10::Storage::use_byte_size_t(), nbytes, std::move(data), runtime().allocator(), /*resizable=*/true);
@@ -190,9 +197,13 @@ at::Generator TargetCall::defaultGenerator() const {
 // --- Running -------------------------------------------------------------------
 
 TargetCall::KernelScope::KernelScope(const TargetCall& call)
-    : device_guard_(c10::Device(kAccel, call.device_)),
-      // The target kernel is an accel kernel in profiler traces (see DeviceActivity.h).
+    : // The target kernel is an accel kernel in profiler traces (see DeviceActivity.h).
       activity_(call.facts_.name.name, call.device_) {
+  // Usually the call's device is current already; then there is nothing to
+  // switch or restore (kernels leave the current device as they found it).
+  if (runtime().getDevice().index() != call.device_) {
+    device_guard_.emplace(c10::Device(kAccel, call.device_));
+  }
   if (call.facts_.draws_from_default_generator) {
     random_state_.emplace(call.device_);
   }
@@ -341,6 +352,15 @@ c10::Storage TargetCall::adoptOrCopy(c10::StorageImpl* target) {
   if (c10::raw::intrusive_ptr::use_count(target) == resultStorageRefs(target)) {
     c10::DataPtr data = target->set_data_ptr(c10::DataPtr(nullptr, target->device()));
     if (runtime().adoptTargetAllocation(data, device_)) {
+      if (!hasWeakReferences(target)) {
+        // No accel tensor can see this storage yet, and the target results
+        // that hold it are dropped once mapped: the storage object itself
+        // becomes accel's, which saves making a new one.
+        target->set_data_ptr_noswap(std::move(data));
+        target->set_allocator(runtime().allocator());
+        target->set_resizable(true);
+        return c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(target));
+      }
       return accelStorage(std::move(data), nbytes);
     }
     target->set_data_ptr(std::move(data));

@@ -129,7 +129,7 @@ private:
     explicit KernelScope(const TargetCall& call);
 
   private:
-    c10::DeviceGuard device_guard_;
+    std::optional<c10::DeviceGuard> device_guard_;
     TargetAllocationsAreAccel allocations_;
     RecordDeviceActivity activity_;
     std::optional<TargetDefaultGeneratorAsAccel> random_state_;
