@@ -7,14 +7,16 @@
 namespace torch_accel {
 namespace {
 
+// The target's allocator, fixed for the process (as the runtime is).
+c10::Allocator* targetAllocator() {
+  static c10::Allocator* const allocator = runtime().targetAllocator();
+  return allocator;
+}
+
 c10::intrusive_ptr<c10::TensorImpl>
 targetImpl(c10::DataPtr data, size_t nbytes, caffe2::TypeMeta dtype, bool resizable = false) {
   c10::Storage storage(
-      c10::Storage::use_byte_size_t(),
-      nbytes,
-      std::move(data),
-      resizable ? runtime().targetAllocator() : nullptr,
-      resizable);
+      c10::Storage::use_byte_size_t(), nbytes, std::move(data), resizable ? targetAllocator() : nullptr, resizable);
   auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(targetDispatchKey()), dtype);
   impl->remove_autograd_key();
   return impl;
@@ -102,7 +104,7 @@ viewImpl(c10::DataPtr data, size_t nbytes, caffe2::TypeMeta dtype, bool resizabl
   c10::StorageImpl* storage = impl->storage().unsafeGetStorageImpl();
   storage->set_data_ptr_noswap(std::move(data));
   storage->set_nbytes(nbytes);
-  storage->set_allocator(resizable ? runtime().targetAllocator() : nullptr);
+  storage->set_allocator(resizable ? targetAllocator() : nullptr);
   storage->set_resizable(resizable);
   if (impl->dtype() != dtype || impl->device() != storage->device()) {
     // Also refreshes the device the TensorImpl reports from its storage's.
@@ -117,7 +119,12 @@ at::Tensor targetOver(const at::Tensor& accel, bool resizable, bool keep_alive) 
   const c10::DeviceIndex device = accel.device().index();
   auto data = keep_alive ? retainingData(storage, device) : borrowedData(const_cast<void*>(storage.data()), device);
   auto impl = viewImpl(std::move(data), storage.nbytes(), accel.dtype(), resizable, /*may_recycle=*/!keep_alive);
-  impl->set_sizes_and_strides(accel.sizes(), accel.strides(), accel.storage_offset());
+  // A recycled view often had these very sizes already (operators run on
+  // tensors of few shapes); setting them recomputes the contiguity flags.
+  if (impl->sizes() != accel.sizes() || impl->strides() != accel.strides() ||
+      impl->storage_offset() != accel.storage_offset()) {
+    impl->set_sizes_and_strides(accel.sizes(), accel.strides(), accel.storage_offset());
+  }
   // Kernels that handle lazy conjugation/negation themselves see the bits.
   impl->_set_conj(accel.is_conj());
   impl->_set_neg(accel.is_neg());
