@@ -47,10 +47,16 @@
 #include <ATen/ops/lt_ops.h>
 #include <ATen/ops/masked_fill_ops.h>
 #include <ATen/ops/max_ops.h>
+#include <ATen/ops/max_pool2d_with_indices_backward_ops.h>
+#include <ATen/ops/max_pool2d_with_indices_ops.h>
 #include <ATen/ops/maximum_ops.h>
 #include <ATen/ops/mean_ops.h>
 #include <ATen/ops/mm_ops.h>
+#include <ATen/ops/mse_loss_backward_ops.h>
+#include <ATen/ops/mse_loss_ops.h>
 #include <ATen/ops/mul_ops.h>
+#include <ATen/ops/native_batch_norm_backward_ops.h>
+#include <ATen/ops/native_batch_norm_ops.h>
 #include <ATen/ops/native_layer_norm_backward_ops.h>
 #include <ATen/ops/native_layer_norm_ops.h>
 #include <ATen/ops/ne_ops.h>
@@ -270,9 +276,10 @@ private:
 #define TORCH_ACCEL_TARGET_KERNEL(name, op) m.impl(name, TORCH_FN(TargetKernel<at::_ops::op>::call))
 
 // The operators that eager programs call most (elementwise arithmetic and
-// activations, reductions, matrix products, normalisation, indexing, fills),
-// with their most common overloads; every other operator and overload keeps
-// the boxed fallback. All of them have target kernels on both runtimes.
+// activations, reductions, matrix products, normalisation, pooling, losses,
+// indexing, fills), with their most common overloads; every other operator
+// and overload keeps the boxed fallback. All of them have target kernels on
+// both runtimes.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   TORCH_ACCEL_TARGET_KERNEL("add.Tensor", add_Tensor);
   TORCH_ACCEL_TARGET_KERNEL("add_.Tensor", add__Tensor);
@@ -321,6 +328,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   TORCH_ACCEL_TARGET_KERNEL("nll_loss_backward", nll_loss_backward);
   TORCH_ACCEL_TARGET_KERNEL("native_layer_norm", native_layer_norm);
   TORCH_ACCEL_TARGET_KERNEL("native_layer_norm_backward", native_layer_norm_backward);
+  TORCH_ACCEL_TARGET_KERNEL("native_batch_norm", native_batch_norm);
+  TORCH_ACCEL_TARGET_KERNEL("native_batch_norm_backward", native_batch_norm_backward);
+  TORCH_ACCEL_TARGET_KERNEL("max_pool2d_with_indices", max_pool2d_with_indices);
+  TORCH_ACCEL_TARGET_KERNEL("max_pool2d_with_indices_backward", max_pool2d_with_indices_backward);
+  TORCH_ACCEL_TARGET_KERNEL("mse_loss", mse_loss);
+  TORCH_ACCEL_TARGET_KERNEL("mse_loss_backward", mse_loss_backward);
   TORCH_ACCEL_TARGET_KERNEL("cat", cat);
   TORCH_ACCEL_TARGET_KERNEL("index.Tensor", index_Tensor);
   TORCH_ACCEL_TARGET_KERNEL("_index_put_impl_", _index_put_impl_);
