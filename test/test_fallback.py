@@ -191,6 +191,33 @@ def test_hot_operators_are_counted_like_fallback_calls():
     assert fallback_calls() - before == 3
 
 
+def test_target_views_a_kernel_keeps_are_not_reused(target):
+    # Target views are recycled after each call unless something still holds
+    # them; a kernel (here a Python one) that keeps its argument must find it
+    # unchanged after later operators ran.
+    kept = []
+    target_key = "CUDA" if target == "cuda" else "CPU"
+    lib = torch.library.Library("accel_test_keep", "DEF")
+    try:
+        lib.define("keep(Tensor x) -> Tensor")
+
+        def keep(x):
+            kept.append(x)
+            return x.clone()
+
+        lib.impl("keep", keep, target_key)
+        a = torch.arange(6.0, device="accel").view(2, 3)
+        torch.ops.accel_test_keep.keep(a)
+        b = torch.ones(5, dtype=torch.int64, device="accel")
+        for _ in range(3):
+            b + b, a * 2, b.zero_()
+        (view,) = kept
+        assert view.device.type == target and view.shape == (2, 3) and view.dtype == torch.float32
+        assert torch.equal(view.cpu(), torch.arange(6.0).view(2, 3))
+    finally:
+        lib._destroy()
+
+
 def test_accel_kernels_keep_the_targets_autograd_decompositions(target):
     # A backend kernel for an operator with a CompositeImplicitAutograd kernel
     # would bypass that decomposition under autograd; accel may have one only
