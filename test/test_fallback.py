@@ -180,6 +180,58 @@ def test_views_and_metadata_ops_never_reach_the_fallback():
     assert all(v.device == x.device for v in views) and shapes and sizes
 
 
+def test_hot_operators_are_counted_like_fallback_calls():
+    # add and mm have unboxed accel kernels (csrc/aten/TargetKernels.cpp),
+    # which run through the same TargetCall as the boxed fallback.
+    x = torch.randn(3, 3, device="accel")
+    before = fallback_calls()
+    x + x
+    x @ x
+    x.cumsum(0)  # boxed fallback
+    assert fallback_calls() - before == 3
+
+
+def test_target_views_a_kernel_keeps_are_not_reused(target):
+    # Target views are recycled after each call unless something still holds
+    # them; a kernel (here a Python one) that keeps its argument must find it
+    # unchanged after later operators ran.
+    kept = []
+    target_key = "CUDA" if target == "cuda" else "CPU"
+    lib = torch.library.Library("accel_test_keep", "DEF")
+    try:
+        lib.define("keep(Tensor x) -> Tensor")
+
+        def keep(x):
+            kept.append(x)
+            return x.clone()
+
+        lib.impl("keep", keep, target_key)
+        a = torch.arange(6.0, device="accel").view(2, 3)
+        torch.ops.accel_test_keep.keep(a)
+        b = torch.ones(5, dtype=torch.int64, device="accel")
+        for _ in range(3):
+            b + b, a * 2, b.zero_()
+        (view,) = kept
+        assert view.device.type == target and view.shape == (2, 3) and view.dtype == torch.float32
+        assert torch.equal(view.cpu(), torch.arange(6.0).view(2, 3))
+    finally:
+        lib._destroy()
+
+
+def test_accel_kernels_keep_the_targets_autograd_decompositions(target):
+    # A backend kernel for an operator with a CompositeImplicitAutograd kernel
+    # would bypass that decomposition under autograd; accel may have one only
+    # where the target does too, so both behave alike.
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    target_key = "CUDA" if target == "cuda" else "CPU"
+    shadowed = [
+        name
+        for name in torch._C._dispatch_get_all_op_names()
+        if has(name, "PrivateUse1") and has(name, "CompositeImplicitAutograd") and not has(name, target_key)
+    ]
+    assert shadowed == []
+
+
 def test_tensor_optional_list_arguments(target):
     x = torch.zeros(4, 5, device="accel")
     rows = torch.tensor([0, 2], device="accel")

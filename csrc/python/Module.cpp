@@ -5,6 +5,7 @@
 
 #include <csrc/aten/AliasFallback.h>
 #include <csrc/aten/FusedRnnCells.h>
+#include <csrc/aten/TargetCall.h>
 #ifdef TORCH_ACCEL_WITH_DISTRIBUTED
 #include <csrc/python/Distributed.h>
 #endif
@@ -221,7 +222,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_empty_cache", [] { runtime().allocator()->emptyCache(); });
   m.def("_mem_get_info", [](c10::DeviceIndex device) { return allocatorFor(device)->getMemoryInfo(device); });
 
-  m.def("_alias_fallback_calls", [] { return aliasFallbackCalls(); });
+  m.def("_alias_fallback_calls", [] { return targetCallCount(); });
 
 #ifdef TORCH_ACCEL_WITH_DISTRIBUTED
   initDistributedBindings(m);
