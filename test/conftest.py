@@ -10,6 +10,10 @@ import textwrap
 # Deterministic cuBLAS (it must be set before CUDA initialises): tests
 # compare accel with the target bit for bit, also across processes.
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+# PyTorch's test machinery (torch.testing._internal, read at its import) skips
+# the tests its databases mark slow (gradcheck-heavy OpInfo entries). Our
+# device-generic tests take a few samples per op, so they run them all.
+os.environ.setdefault("PYTORCH_TEST_WITH_SLOW", "1")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
@@ -69,3 +73,45 @@ def _restore_device_and_streams():
         torch_accel.set_stream(torch_accel.default_stream(index))
     if torch_accel.device_count():
         torch_accel.set_device(0)
+
+
+# --- PyTorch's device-generic tests: a report per class ---------------------
+# test_device_generic.py instantiates PyTorch's device-generic test classes for
+# accel; the summary says how each fared, and build/device-generic-report.json
+# keeps the counts and the expected failures with their reasons.
+
+_DEVICE_GENERIC = "test_device_generic.py::"
+_device_generic_outcomes: dict[str, dict[str, int]] = {}
+
+
+def pytest_runtest_logreport(report):
+    # One report per test: its call, or the setup that failed or skipped it.
+    parts = report.nodeid.split("::")
+    if _DEVICE_GENERIC not in report.nodeid or len(parts) < 3 or not (report.when == "call" or report.outcome != "passed"):
+        return
+    outcome = "xfailed" if report.outcome == "skipped" and hasattr(report, "wasxfail") else report.outcome
+    counts = _device_generic_outcomes.setdefault(parts[1], dict.fromkeys(("passed", "failed", "skipped", "xfailed"), 0))
+    counts[outcome] += 1
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _device_generic_outcomes:
+        return
+    import json
+    import sys as _sys
+
+    generic = _sys.modules.get("test_device_generic")
+    terminalreporter.section("PyTorch's device-generic tests on accel")
+    for cls, counts in sorted(_device_generic_outcomes.items()):
+        terminalreporter.write_line(f"{cls}: " + ", ".join(f"{n} {k}" for k, n in counts.items()))
+    report = {
+        "runtime": torch_accel.runtime(),
+        "target": torch_accel._target_device_type(),
+        "classes": _device_generic_outcomes,
+        "known_failures": getattr(generic, "KNOWN_FAILURES", {}),
+    }
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build", "device-generic-report.json")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(report, f, indent=1, sort_keys=True)
+    terminalreporter.write_line(f"written to {os.path.relpath(path)}")

@@ -180,6 +180,58 @@ def test_views_and_metadata_ops_never_reach_the_fallback():
     assert all(v.device == x.device for v in views) and shapes and sizes
 
 
+def test_hot_operators_are_counted_like_fallback_calls():
+    # add and mm have unboxed accel kernels (csrc/aten/TargetKernels.cpp),
+    # which run through the same TargetCall as the boxed fallback.
+    x = torch.randn(3, 3, device="accel")
+    before = fallback_calls()
+    x + x
+    x @ x
+    x.cumsum(0)  # boxed fallback
+    assert fallback_calls() - before == 3
+
+
+def test_target_views_a_kernel_keeps_are_not_reused(target):
+    # Target views are recycled after each call unless something still holds
+    # them; a kernel (here a Python one) that keeps its argument must find it
+    # unchanged after later operators ran.
+    kept = []
+    target_key = "CUDA" if target == "cuda" else "CPU"
+    lib = torch.library.Library("accel_test_keep", "DEF")
+    try:
+        lib.define("keep(Tensor x) -> Tensor")
+
+        def keep(x):
+            kept.append(x)
+            return x.clone()
+
+        lib.impl("keep", keep, target_key)
+        a = torch.arange(6.0, device="accel").view(2, 3)
+        torch.ops.accel_test_keep.keep(a)
+        b = torch.ones(5, dtype=torch.int64, device="accel")
+        for _ in range(3):
+            b + b, a * 2, b.zero_()
+        (view,) = kept
+        assert view.device.type == target and view.shape == (2, 3) and view.dtype == torch.float32
+        assert torch.equal(view.cpu(), torch.arange(6.0).view(2, 3))
+    finally:
+        lib._destroy()
+
+
+def test_accel_kernels_keep_the_targets_autograd_decompositions(target):
+    # A backend kernel for an operator with a CompositeImplicitAutograd kernel
+    # would bypass that decomposition under autograd; accel may have one only
+    # where the target does too, so both behave alike.
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    target_key = "CUDA" if target == "cuda" else "CPU"
+    shadowed = [
+        name
+        for name in torch._C._dispatch_get_all_op_names()
+        if has(name, "PrivateUse1") and has(name, "CompositeImplicitAutograd") and not has(name, target_key)
+    ]
+    assert shadowed == []
+
+
 def test_tensor_optional_list_arguments(target):
     x = torch.zeros(4, 5, device="accel")
     rows = torch.tensor([0, 2], device="accel")
@@ -303,3 +355,63 @@ def test_target_errors_surface_as_python_exceptions():
         x[5]
     # The device still works afterwards.
     assert (x @ x.t()).shape == (2, 2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_attention_takes_the_targets_backend(dtype, target):
+    # accel's SDPA backend choice is the target's (csrc/aten/AttentionBackendChoice.cpp):
+    # the fused kernel the target picks runs, forward and backward, bitwise.
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 8, 16, dtype=dtype, device=target) for _ in range(3))
+    accel = [t.to("accel").requires_grad_() for t in (q, k, v)]
+    reference = [t.clone().requires_grad_() for t in (q, k, v)]
+    expected_choice = torch._fused_sdp_choice(*reference, is_causal=True)
+    flash = int(torch.nn.attention.SDPBackend.FLASH_ATTENTION)
+    if target == "cuda" and expected_choice == flash:
+        expected_choice = int(torch.nn.attention.SDPBackend.MATH)  # see AttentionBackendChoice.cpp
+    assert torch._fused_sdp_choice(*accel, is_causal=True) == expected_choice
+    if target == "cpu":
+        assert expected_choice == flash  # the case the file exists for
+    out = torch.nn.functional.scaled_dot_product_attention(*accel, is_causal=True)
+    if target != "cuda":  # a CUDA backward cannot run in this process (README, Known limitations)
+        expected = torch.nn.functional.scaled_dot_product_attention(*reference, is_causal=True)
+        assert_bitwise(out, expected, target)
+        out.sum().backward()
+        expected.sum().backward()
+        for a, t in zip(accel, reference):
+            assert_bitwise(a.grad, t.grad, target)
+
+
+def test_ops_with_composite_and_target_kernels_run_the_targets(target):
+    # mish's backward has a target kernel and a decomposition; accel runs the kernel.
+    x = torch.randn(64, device=target, requires_grad=True)
+    xa = x.detach().to("accel").requires_grad_()
+    torch.nn.functional.mish(x).sum().backward()
+    torch.nn.functional.mish(xa).sum().backward()
+    if target != "cuda":
+        assert_bitwise(xa.grad, x.grad, target)
+    values, indices = torch.empty(0, device="accel"), torch.empty(0, dtype=torch.long, device="accel")
+    m = torch.tensor([[1.0, 2, 2], [3, 3, 1]])
+    torch.mode(m.to("accel"), 1, out=(values, indices))  # mode.values' composite names its devices
+    assert_bitwise((values, indices), torch.mode(m.to(target), 1), target)
+
+
+def test_zero_tensor_gradients_are_accel_zero_tensors(two_devices, target):
+    zeros = torch._efficientzerotensor((2, 3), device="accel:1")
+    assert zeros.device == torch.device("accel:1") and zeros._is_zerotensor()
+    assert torch.equal((zeros + torch.ones(2, 3, device="accel:1")).cpu(), torch.ones(2, 3))
+    # sgn's backward returns one for real inputs (it used to crash the fallback).
+    x = torch.randn(5, device="accel", requires_grad=True)
+    (grad,) = torch.autograd.grad(torch.sgn(x).sum(), x)
+    assert grad.device.type == "accel" and torch.equal(grad.cpu(), torch.zeros(5))
+
+
+def test_in_place_addr_rejects_a_self_that_is_not_a_matrix(target):
+    # As on the target: addr_'s kernel checks self only when called in place.
+    for device in (target, "accel"):
+        with pytest.raises(RuntimeError, match="2D tensor expected, got 0D tensor for input"):
+            torch.tensor(1.0, device=device).addr_(torch.ones(2, device=device), torch.ones(3, device=device))
+    m = torch.randn(2, 3, device=target)
+    expected = m.clone().addr_(torch.arange(2.0, device=target), torch.arange(3.0, device=target))
+    result = m.to("accel").addr_(torch.arange(2.0, device="accel"), torch.arange(3.0, device="accel"))
+    assert_bitwise(result, expected, target)

@@ -35,7 +35,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
-import math
 import os
 import subprocess
 import sys
@@ -47,15 +46,14 @@ from typing import Any, Callable
 
 import pytest
 import torch
-import torch.utils._pytree as pytree
 
 import torch_accel
+
+from _comparison import ACCEL, CLOSE, CPU_TENSOR_ARGUMENTS, EXACT, METADATA, TARGET, Copier, compare_values, tensor_leaves
 
 # Needs expecttest (requirements-dev.txt); a missing module must fail, not skip.
 from torch.testing._internal.common_methods_invocations import op_db  # noqa: E402
 
-TARGET = torch_accel._target_device_type()
-ACCEL = "accel"
 
 # float32 covers most kernels; the others reach integer, boolean and reduced
 # precision kernels, and ops that only exist for them (bitwise ops, gcd, ...).
@@ -88,10 +86,6 @@ EXCLUDED: dict[str, str] = {
     },
 }
 
-# How tensor contents are compared: bitwise (the rule), with the dtype's default
-# tolerances of torch.testing.assert_close, or not at all (metadata only).
-EXACT, CLOSE, METADATA = "exact", "close", "metadata"
-
 # Ops whose outputs hold uninitialized memory: only their metadata (shape, dtype,
 # strides, offset, aliasing, device) is compared, never their values.
 UNINITIALIZED_OUTPUTS = {
@@ -115,20 +109,9 @@ NONDETERMINISTIC_ON_TARGET = {
 }.get(TARGET, {})
 TARGET_RERUNS = 2
 
-# Ops whose positional tensor arguments must be CPU tensors whatever the device of
-# the input. Their samples create them on the CPU; on a CPU target that looks like
-# "on the target device", so they are kept off accel explicitly. (On a CUDA target
-# they are CPU tensors next to CUDA ones and stay on the CPU anyway.)
-CPU_TENSOR_ARGUMENTS = {
-    "tensor_split",  # tensor_indices_or_sections
-}
-
 # Ops that fail on accel today, with the reason, per target. Every entry must
 # still fail: an op that starts passing must be removed from here.
 _KNOWN_FAILURES_EVERYWHERE = {
-    "addr": "fallback bug: addr_ on a 0-d self resizes self instead of raising '2D tensor expected, "
-    "got 0D tensor for input' (composite addr_ calls addr.out(self, ..., out=self); the target "
-    "kernel tests &result == &self, which no boxed call preserves)",
     "to_sparse": "not supported: accel has strided tensors only; to_sparse() raises NotImplementedError "
     "(it used to return a sparse tensor on the target device)",
 }
@@ -140,86 +123,20 @@ KNOWN_FAILURES: dict[str, str] = {
     "cpu": _KNOWN_FAILURES_EVERYWHERE,
     "cuda": {
         **_KNOWN_FAILURES_EVERYWHERE,
-        "nn.functional.scaled_dot_product_attention": "not supported: accel keeps SDPA's math path on "
-        "the CUDA runtime (csrc/aten/Attention.cpp: ATen's composite would send a flash choice to the "
-        "CPU kernel), cuda takes a fused kernel: output strides differ",
         "nn.functional.batch_norm": _DEVICE_TYPE_CHOICE + ": values differ",
         "nn.functional.batch_norm.without_cudnn": _DEVICE_TYPE_CHOICE + ": values differ",
         "nn.functional.instance_norm": _DEVICE_TYPE_CHOICE + ": values differ",
         "nn.functional.grid_sample": _DEVICE_TYPE_CHOICE + ": values differ",
         "nn.functional.rms_norm": _DEVICE_TYPE_CHOICE + ": strides of empty outputs differ",
+        "nn.functional.scaled_dot_product_attention": "where CUDA picks flash attention (float16/bfloat16 "
+        "samples), accel takes the math decomposition: SDPA's composite calls the CPU flash operator for "
+        "every device but cuda (see csrc/aten/AttentionBackendChoice.cpp); values differ",
     },
 }.get(TARGET, {})
 
 
 def op_key(op) -> str:
     return f"{op.name}.{op.variant_test_name}" if op.variant_test_name else op.name
-
-
-# ---------------------------------------------------------------------------
-# Copying samples between devices
-# ---------------------------------------------------------------------------
-
-
-class Copier:
-    """Copies the tensors of a sample (its input, args and kwargs) to ``device``.
-
-    A copy keeps the source's storage layout: the whole storage is copied once,
-    and each tensor is rebuilt over the copy with the same offset, sizes and
-    strides. So non-contiguous and overlapping samples stay non-contiguous and
-    overlapping, and tensors that shared a storage still share one (ops see
-    the same aliasing on both devices). Only tensors on the target device are
-    copied; anything else (Python numbers, CPU scalar tensors next to CUDA ones,
-    dtypes, ...) is kept. Devices and device strings naming the target device
-    are redirected to ``device`` too, so factory functions and ``Tensor.to``
-    create their results there. ``cpu_args`` keeps the tensors of positional
-    arguments where they are on a CPU target (see CPU_TENSOR_ARGUMENTS).
-    """
-
-    def __init__(self, device: str, cpu_args: bool = False):
-        self.device = torch.device(device)
-        self.cpu_args = cpu_args and TARGET == "cpu"
-        self.storages: dict[int, torch.UntypedStorage] = {}
-
-    def tensor(self, t: torch.Tensor) -> torch.Tensor:
-        if t.device.type != TARGET:
-            return t
-        if t.layout != torch.strided or t.is_neg() or type(t) is not torch.Tensor:
-            # Not a plain strided tensor: an ordinary copy is the best we can do.
-            return t.to(self.device)
-        if t.is_conj():
-            return self.tensor(t.conj()).conj()
-        source = t.untyped_storage()
-        storage = self.storages.get(source._cdata)
-        if storage is None:
-            all_bytes = torch.empty(0, dtype=torch.uint8, device=t.device).set_(source)
-            storage = all_bytes.to(self.device).untyped_storage()
-            self.storages[source._cdata] = storage
-        copy = torch.empty(0, dtype=t.dtype, device=self.device)
-        return copy.set_(storage, t.storage_offset(), t.size(), t.stride())
-
-    def value(self, value: Any) -> Any:
-        if isinstance(value, torch.Tensor):
-            return self.tensor(value)
-        if isinstance(value, torch.device) and value.type == TARGET:
-            return self.device
-        if isinstance(value, str) and names_target_device(value):
-            return str(self.device)
-        return value
-
-    def sample(self, sample) -> tuple[Any, tuple, dict]:
-        """(input, args, kwargs) of an OpInfo SampleInput, copied."""
-        copy_tree = lambda tree: pytree.tree_map(self.value, tree)  # noqa: E731
-        args = tuple(sample.args) if self.cpu_args else copy_tree(tuple(sample.args))
-        return copy_tree(sample.input), args, copy_tree(dict(sample.kwargs))
-
-
-def names_target_device(text: str) -> bool:
-    """Whether ``text`` is a device string of the target type ("cpu", "cuda:0")."""
-    try:
-        return torch.device(text).type == TARGET
-    except RuntimeError:
-        return False
 
 
 # ---------------------------------------------------------------------------
@@ -243,100 +160,6 @@ def call(fn: Callable, input: Any, args: tuple, kwargs: dict) -> Outcome:
         return Outcome(result=fn(input, *args, **kwargs))
     except Exception as error:  # noqa: BLE001 - any exception is an outcome to compare
         return Outcome(error=error)
-
-
-def tensor_leaves(tree: Any) -> list[torch.Tensor]:
-    return [x for x in pytree.tree_leaves(tree) if isinstance(x, torch.Tensor)]
-
-
-def storages(tensors: list[torch.Tensor]) -> dict[int, int]:
-    """Maps each storage the ``tensors`` use to the position of its first user."""
-    positions: dict[int, int] = {}
-    for position, t in enumerate(tensors):
-        if t.layout == torch.strided:
-            positions.setdefault(t.untyped_storage()._cdata, position)
-    return positions
-
-
-def layout_of(t: torch.Tensor, arguments: dict[int, int]) -> tuple:
-    """What must match between accel's and the target's tensors besides values:
-    metadata, and which argument's storage the tensor lives in (a view must stay
-    a view of the same argument, a fresh result must stay fresh)."""
-    if t.layout != torch.strided:
-        return (t.layout, t.shape, t.dtype)
-    alias = arguments.get(t.untyped_storage()._cdata)
-    storage = f"storage of argument {alias}" if alias is not None else "own storage"
-    return (t.shape, t.dtype, t.stride(), t.storage_offset(), storage)
-
-
-def compare_values(
-    accel: Any, target: Any, what: str, mode: str, accel_args: Any, target_args: Any, check_device: bool = True
-) -> None:
-    """Asserts that a (nested) result from accel equals the target's.
-
-    ``accel_args`` and ``target_args`` are the arguments of the two calls, for
-    the aliasing check. ``mode`` says how tensor contents are compared (EXACT,
-    CLOSE or METADATA: not at all); ``check_device=False`` skips the device
-    check (for arguments, whose devices the Copier chose)."""
-    # Without accel tensors or devices among its arguments, an op makes its
-    # tensors on the default device (factory functions), as on the target.
-    accel_involved = any(
-        (isinstance(x, torch.Tensor) and x.device.type == ACCEL)
-        or (isinstance(x, torch.device) and x.type == ACCEL)
-        or (isinstance(x, str) and x.startswith(ACCEL))
-        for x in pytree.tree_leaves(accel_args)
-    )
-    accel_leaves, accel_spec = pytree.tree_flatten(accel)
-    target_leaves, target_spec = pytree.tree_flatten(target)
-    if accel_spec != target_spec:
-        raise AssertionError(f"{what}: structure differs: accel {accel_spec} vs target {target_spec}")
-    accel_storages, target_storages = storages(tensor_leaves(accel_args)), storages(tensor_leaves(target_args))
-    for i, (a, t) in enumerate(zip(accel_leaves, target_leaves)):
-        where = f"{what}[{i}]" if len(target_leaves) > 1 else what
-        if isinstance(t, torch.Tensor):
-            if not isinstance(a, torch.Tensor):
-                raise AssertionError(f"{where}: accel gave {type(a).__name__}, target a tensor")
-            # A result on the target device must be on accel; a result on another
-            # device (e.g. CPU next to CUDA) must be on that same device.
-            expected = ACCEL if t.device.type == TARGET and accel_involved else t.device.type
-            if check_device and a.device.type != expected:
-                raise AssertionError(f"{where}: on {a.device}, expected {expected} (target gave {t.device})")
-            accel_layout, target_layout = layout_of(a, accel_storages), layout_of(t, target_storages)
-            if accel_layout != target_layout:
-                raise AssertionError(
-                    f"{where}: accel has (shape, dtype, strides, offset, storage) {accel_layout}, "
-                    f"target {target_layout}"
-                )
-            if mode != METADATA:
-                # Moving back to the target may make the copy contiguous: compare
-                # values only (the layout was compared above).
-                a, t = (a.to(t.device), t) if t.layout == torch.strided else (a.to_dense().to(t.device), t.to_dense())
-                tolerances = {"rtol": 0, "atol": 0} if mode == EXACT else {}  # CLOSE: the dtype's defaults
-                torch.testing.assert_close(
-                    a, t, **tolerances, equal_nan=True, check_stride=False, msg=lambda m: f"{where}: {m}"
-                )
-                if mode == EXACT:
-                    assert_same_bits(a, t, where)
-        elif isinstance(t, float) and isinstance(a, float) and math.isnan(t) and math.isnan(a):
-            continue
-        elif type(a) is not type(t) or a != t:
-            raise AssertionError(f"{where}: accel gave {a!r}, target {t!r}")
-
-
-def assert_same_bits(a: torch.Tensor, t: torch.Tensor, where: str) -> None:
-    """What assert_close(rtol=0, atol=0) lets through: 0.0 against -0.0. Bytes
-    are compared, except in elements that are NaN on both sides."""
-
-    def as_bytes(x: torch.Tensor) -> torch.Tensor:  # one row of bytes per element
-        flat = x.resolve_conj().resolve_neg().reshape(-1).clone(memory_format=torch.contiguous_format)
-        return flat.view(torch.uint8).reshape(x.numel(), x.element_size())
-
-    differs = (as_bytes(a) != as_bytes(t)).any(dim=1)
-    if a.dtype.is_floating_point or a.dtype.is_complex:
-        differs &= ~(torch.isnan(a) & torch.isnan(t)).reshape(-1)
-    if differs.any():
-        count = int(differs.sum())
-        raise AssertionError(f"{where}: equal values but different bits in {count} elements (signed zeros?)")
 
 
 def check_call(

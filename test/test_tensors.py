@@ -70,6 +70,45 @@ def test_module_accel():
     assert torch.equal(m.weight.cpu(), weight)
 
 
+def test_module_to_accel_keeps_its_parameter_objects(target):
+    # As for cuda: Module.to swaps the tensors' contents in place (set_data), so
+    # an optimizer built before the move steps the moved parameters, and tied
+    # weights stay tied.
+    model = torch.nn.Sequential(torch.nn.Embedding(5, 4), torch.nn.Linear(4, 5, bias=False))
+    model[1].weight = model[0].weight
+    parameters = list(model.parameters())
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    model.to("accel")
+    assert [p is q for p, q in zip(model.parameters(), parameters)] == [True]
+    assert model[1].weight is model[0].weight and model[0].weight.device.type == "accel"
+    before = model[0].weight.detach().clone()
+    model(torch.tensor([1, 2], device="accel")).sum().backward()
+    optimizer.step()
+    assert not torch.equal(model[0].weight.detach(), before)
+    model.to(target)
+    assert model[0].weight is parameters[0] and parameters[0].device.type == target
+
+
+def test_tensor_data_can_be_swapped_between_accel_and_the_cpu():
+    parameter = torch.nn.Parameter(torch.zeros(3))
+    parameter.data = torch.arange(4.0, device="accel")
+    assert parameter.device.type == "accel" and parameter.tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert torch._has_compatible_shallow_copy_type(parameter, torch.zeros(1))
+    # Layouts stay incompatible, as between cpu and cuda.
+    sparse = torch.sparse_coo_tensor([[0]], [1.0], (2,))
+    assert not torch._has_compatible_shallow_copy_type(parameter, sparse)
+    with pytest.raises(RuntimeError, match="incompatible tensor type"):
+        parameter.data = sparse
+
+
+def test_lazy_module_moved_to_accel_materializes_there():
+    module = torch.nn.LazyLinear(3).to("accel")
+    assert isinstance(module.weight, torch.nn.parameter.UninitializedParameter)
+    out = module(torch.randn(2, 4, device="accel"))
+    assert out.shape == (2, 3) and module.weight.shape == (3, 4) and module.weight.device.type == "accel"
+    assert type(module.weight) is torch.nn.Parameter
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_roundtrip_bitwise(dtype):
     src = sample(dtype)

@@ -4,6 +4,9 @@ from typing import Any, Optional, Union
 
 import torch
 
+from . import _C
+from ._lazy import _lazy_init
+
 _DEVICE_TYPE = "accel"
 
 DeviceLike = Optional[Union[torch.device, str, int]]
@@ -38,7 +41,8 @@ def _get_device_index(device: Any, optional: bool = False) -> int:
     if index is None:
         if not optional:
             raise ValueError(f"Expected an accel device with a specified index or an integer, but got: {device}")
-        from . import current_device
-
-        return current_device()
+        # torch_accel.current_device(), without importing it on every call
+        # (a function-level import costs more than the rest of this function).
+        _lazy_init()
+        return _C._get_device()
     return index

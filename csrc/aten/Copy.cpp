@@ -10,6 +10,8 @@
 #include <csrc/profiler/DeviceActivity.h>
 
 #include <ATen/ATen.h>
+#include <ATen/ops/copy_native.h>
+#include <c10/util/MaybeOwned.h>
 #include <torch/library.h>
 
 #include <string>
@@ -17,12 +19,58 @@
 namespace torch_accel {
 namespace {
 
-at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+bool isAccel(const at::Tensor& tensor) {
+  return tensor.defined() && tensor.device().type() == c10::DeviceType::PrivateUse1;
+}
+
+// The target view of an accel tensor, or any other tensor itself (borrowed:
+// copying a tensor that Python holds would take the GIL).
+c10::MaybeOwned<at::Tensor> targetIfAccel(const at::Tensor& tensor) {
+  return isAccel(tensor) ? c10::MaybeOwned<at::Tensor>::owned(toTarget(tensor))
+                         : c10::MaybeOwned<at::Tensor>::borrowed(tensor);
+}
+
+void copyOnTarget(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
   // The copy is an accel kernel in profiler traces (see DeviceActivity.h).
   static const std::string kCopy = "aten::copy_";
-  const auto& accel = dst.device().type() == c10::DeviceType::PrivateUse1 ? dst : self;
+  const auto& accel = isAccel(dst) ? dst : src;
   RecordDeviceActivity kernel(kCopy, accel.device().index());
-  toTargetIfAccel(dst).copy_(toTargetIfAccel(self), non_blocking);
+  auto target_dst = targetIfAccel(dst);
+  auto target_src = targetIfAccel(src);
+  target_dst->copy_(*target_src, non_blocking);
+  // The next copy or operator call can reuse the views.
+  if (isAccel(dst)) {
+    recycleTarget(*std::move(target_dst));
+  }
+  if (isAccel(src)) {
+    recycleTarget(*std::move(target_src));
+  }
+}
+
+// Tensor.copy_ with an accel tensor on either side. ATen's composite copy_
+// would get here too, through its checks and _copy_from; this is the same
+// copy without that detour (and without _copy_from's result by value).
+at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
+  if (self.has_names() || src.has_names()) {
+    return at::native::copy_(self, src, non_blocking); // name inference is ATen's
+  }
+  TORCH_CHECK(self.defined(), "self is undefined");
+  TORCH_CHECK(src.defined(), "src is undefined");
+  // A zero tensor has no memory to view (ATen's copy_ rules).
+  TORCH_CHECK(
+      !self._is_zerotensor(),
+      "ZeroTensors are immutable. Please materialize the tensor using `.clone()`, if you want a mutable zero tensor.");
+  if (src._is_zerotensor()) {
+    return self.zero_();
+  }
+  if (!self.is_same(src)) {
+    copyOnTarget(self, src, non_blocking);
+  }
+  return self;
+}
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  copyOnTarget(dst, self, non_blocking);
   return dst;
 }
 
@@ -32,6 +80,7 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("copy_", TORCH_FN(copy_));
   m.impl("_copy_from", TORCH_FN(copy_from));
   m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
 }

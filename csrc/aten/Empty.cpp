@@ -1,10 +1,12 @@
-// Factory kernels: every accel tensor's memory is born here.
+// Factory kernels: every accel tensor's memory is born here (and the
+// memoryless zero tensors autograd uses for gradients known to be zero).
 
 #include <csrc/aten/Empty.h>
 #include <csrc/runtime/Runtime.h>
 
 #include <ATen/Context.h>
 #include <ATen/EmptyTensor.h>
+#include <ATen/native/TensorFactories.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -63,9 +65,31 @@ at::Tensor empty_strided(
       c10::dtype_or_default(dtype));
 }
 
+// A tensor that reads as zeros everywhere and owns no memory (ZeroTensor key:
+// autograd's stand-in for a gradient known to be zero, e.g. sgn's). As the
+// target's own kernel does for target tensors; the target's kernel cannot
+// stand in, since its result has no memory an accel tensor could adopt.
+at::Tensor efficient_zero_tensor(
+    at::IntArrayRef size,
+    std::optional<at::ScalarType> dtype,
+    std::optional<at::Layout> layout,
+    std::optional<at::Device> device,
+    std::optional<bool> pin_memory) {
+  const c10::Device target = prepareFactory(device, layout, pin_memory);
+  c10::DeviceGuard guard(target);
+  at::native::ZeroTensorAllocator allocator(c10::Device(kAccel, guard.current_device().index()));
+  return at::detail::empty_generic(
+      size,
+      &allocator,
+      c10::DispatchKeySet(c10::DispatchKey::PrivateUse1) | c10::DispatchKeySet(c10::DispatchKey::ZeroTensor),
+      c10::dtype_or_default(dtype),
+      std::nullopt);
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
   m.impl("empty_strided", TORCH_FN(empty_strided));
+  m.impl("_efficientzerotensor", TORCH_FN(efficient_zero_tensor));
 }
 
 } // namespace

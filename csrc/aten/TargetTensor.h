@@ -22,8 +22,18 @@ at::Tensor toResizableTarget(const at::Tensor& accel);
 // accel tensor before that.
 at::Tensor toTargetKeepingAlive(const at::Tensor& accel);
 
+// Hands back a target tensor made by toTarget or toResizableTarget once its
+// caller is done with it. If nothing else holds it, a later toTarget on this
+// thread reuses its TensorImpl and storage instead of allocating new ones
+// (operators make target views on every call); otherwise it is dropped.
+void recycleTarget(at::Tensor&& target);
+
 // toTarget for accel tensors; any other tensor is returned as it is.
 at::Tensor toTargetIfAccel(const at::Tensor& tensor);
+
+// The backend dispatch key of target tensors (CPU or CUDA): the key whose
+// kernels run accel's work. Fixed for the process, as the target type is.
+c10::DispatchKey targetDispatchKey();
 
 // A 1-D uint8 target tensor over `nbytes` of accel:`device` memory at `data`.
 at::Tensor targetBytes(void* data, size_t nbytes, c10::DeviceIndex device);

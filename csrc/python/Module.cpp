@@ -5,6 +5,8 @@
 
 #include <csrc/aten/AliasFallback.h>
 #include <csrc/aten/Empty.h>
+#include <csrc/aten/FusedRnnCells.h>
+#include <csrc/aten/TargetCall.h>
 #ifdef TORCH_ACCEL_WITH_DISTRIBUTED
 #include <csrc/python/Distributed.h>
 #endif
@@ -175,6 +177,7 @@ PYBIND11_MODULE(_C, m) {
     checkDeviceAvailable();
     at::globalContext().lazyInitDevice(kAccel);
     preferTargetKernels();
+    provideFusedRnnCellsTheTargetLacks();
     // A child forked after this point finds accel poisoned and, on its next
     // accel factory call, goes through torch.accel._lazy_init again (and fails).
     torch::utils::register_fork_handler_for_device_init(kAccel);
@@ -260,7 +263,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_empty_cache", [] { runtime().allocator()->emptyCache(); });
   m.def("_mem_get_info", [](c10::DeviceIndex device) { return allocatorFor(device)->getMemoryInfo(device); });
 
-  m.def("_alias_fallback_calls", [] { return aliasFallbackCalls(); });
+  m.def("_alias_fallback_calls", [] { return targetCallCount(); });
 
   // Allocation for Inductor's generated code (plain CPython: no pybind11 overhead).
   if (PyModule_AddFunctions(m.ptr(), rawMethods) != 0) {

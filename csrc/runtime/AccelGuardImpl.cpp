@@ -7,6 +7,7 @@
 
 #include <csrc/runtime/Runtime.h>
 
+#include <c10/macros/Macros.h>
 #include <c10/util/Exception.h>
 
 namespace torch_accel {
@@ -14,6 +15,12 @@ namespace {
 
 c10::DeviceIndex resolveIndex(c10::Device device) {
   TORCH_CHECK(device.type() == c10::DeviceType::PrivateUse1, "Expected an accel device, but got ", device);
+  // The common case, an existing device named by index (every guard that
+  // operators take), costs one device-count query; the checks below only
+  // run to report bad input.
+  if (C10_LIKELY(device.has_index() && device.index() < runtime().deviceCount())) {
+    return device.index();
+  }
   checkDeviceAvailable();
   const auto index = device.has_index() ? device.index() : runtime().getDevice().index();
   checkDeviceIndex(index);

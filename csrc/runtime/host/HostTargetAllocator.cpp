@@ -14,7 +14,6 @@
 #include <c10/core/CPUAllocator.h>
 
 #include <cstring>
-#include <mutex>
 
 namespace torch_accel {
 namespace {
@@ -56,29 +55,29 @@ public:
   }
 };
 
+// Called once, by hostTargetAllocator()'s static initialisation.
 HostTargetAllocator* install() {
   static HostTargetAllocator allocator;
-  static std::once_flag installed;
-  std::call_once(installed, [] {
-    baseAllocator = c10::GetCPUAllocator();
-    baseRawDeleter = baseAllocator->raw_deleter();
-    // A priority above the default allocator's; an allocator registered
-    // later at a higher priority would win, and the fallback then copies
-    // results instead of adopting them (see adoptTargetAllocation).
-    c10::SetCPUAllocator(&allocator, /*priority=*/100);
-  });
+  baseAllocator = c10::GetCPUAllocator();
+  baseRawDeleter = baseAllocator->raw_deleter();
+  // A priority above the default allocator's; an allocator registered
+  // later at a higher priority would win, and the fallback then copies
+  // results instead of adopting them (see adoptTargetAllocation).
+  c10::SetCPUAllocator(&allocator, /*priority=*/100);
   return &allocator;
 }
 
 } // namespace
 
 c10::Allocator* hostTargetAllocator() {
-  return install();
+  // The fallback asks on every call: after the first, this is one load.
+  static c10::Allocator* const allocator = install();
+  return allocator;
 }
 
 bool exchangeCpuAllocationsAreAccel(bool enabled) noexcept {
   if (enabled && !cpuAllocationsAreAccel) {
-    install();
+    hostTargetAllocator();
   }
   const bool previous = cpuAllocationsAreAccel;
   cpuAllocationsAreAccel = enabled;

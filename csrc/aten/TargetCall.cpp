@@ -1,0 +1,393 @@
+#include <csrc/aten/TargetCall.h>
+#include <csrc/aten/TargetTensor.h>
+
+#include <c10/core/TensorImpl.h>
+
+#include <atomic>
+#include <string_view>
+
+namespace torch_accel {
+namespace {
+
+constexpr auto kAccel = c10::DeviceType::PrivateUse1;
+
+std::atomic<uint64_t> callCount{0};
+
+// Operators whose CUDA kernels take index tensors on the CPU and move them
+// themselves; CUDA accepts them, so accel does too.
+bool acceptsCpuTensors(const c10::OperatorName& name) {
+  static const std::string_view ops[] = {
+      "aten::index",
+      "aten::index_put",
+      "aten::index_put_",
+      "aten::_index_put_impl_",
+      "aten::_unsafe_index",
+      "aten::_unsafe_index_put",
+  };
+  for (const auto op : ops) {
+    if (name.name == op) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool isOptionalGenerator(const c10::Argument& argument) {
+  const auto optional = argument.type()->cast<c10::OptionalType>();
+  return optional && optional->getElementType()->kind() == c10::TypeKind::GeneratorType;
+}
+
+c10::DeviceIndex currentDevice() {
+  return c10::impl::getDeviceGuardImpl(kAccel)->getDevice().index();
+}
+
+at::Tensor withMetadataOf(const at::Tensor& like, c10::intrusive_ptr<c10::TensorImpl> impl) {
+  impl->set_sizes_and_strides(like.sizes(), like.strides(), like.storage_offset());
+  impl->_set_conj(like.is_conj());
+  impl->_set_neg(like.is_neg());
+  return at::Tensor(std::move(impl));
+}
+
+bool hasWeakReferences(c10::StorageImpl* storage) {
+  auto owner = c10::intrusive_ptr<c10::StorageImpl>::reclaim(storage);
+  const bool weak = owner.weak_use_count() > 1; // 1: the strong references' own
+  owner.release();
+  return weak;
+}
+
+c10::Storage accelStorage(c10::DataPtr data, size_t nbytes) {
+  return c10::Storage(
+      c10::Storage::use_byte_size_t(), nbytes, std::move(data), runtime().allocator(), /*resizable=*/true);
+}
+
+} // namespace
+
+OperatorFacts::OperatorFacts(const c10::OperatorHandle& op) : name(op.operator_name()) {
+  bool takes_generator = false;
+  for (const auto& argument : op.schema().arguments()) {
+    mutable_arguments.push_back(argument.alias_info() != nullptr && argument.alias_info()->isWrite());
+    optional_generators.push_back(isOptionalGenerator(argument));
+    takes_generator |= optional_generators.back() || argument.type()->kind() == c10::TypeKind::GeneratorType;
+  }
+  draws_from_default_generator = !takes_generator && op.hasTag(at::Tag::nondeterministic_seeded);
+  accepts_cpu_tensors = acceptsCpuTensors(name);
+}
+
+TargetCall::TargetCall(const c10::OperatorHandle& op, const OperatorFacts& facts) : op_(op), facts_(facts) {
+  callCount.fetch_add(1, std::memory_order_relaxed);
+}
+
+TargetCall::~TargetCall() {
+  // The next operator call can reuse the target views (see recycleTarget).
+  for (auto& mapped : inputs_) {
+    recycleTarget(std::move(mapped.target));
+  }
+}
+
+// --- Arguments ----------------------------------------------------------------
+
+at::Tensor TargetCall::mapTensor(c10::MaybeOwned<at::Tensor> accel, bool is_mutable) {
+  // The same accel tensor passed twice (self and out=self) must be the same
+  // target tensor, as on the target: kernels treat an output that is also an
+  // input differently (in-place broadcasting rules, overlap checks).
+  for (auto& mapped : inputs_) {
+    if (mapped.accel->unsafeGetTensorImpl() == accel->unsafeGetTensorImpl()) {
+      mapped.mutable_ |= is_mutable;
+      return mapped.target;
+    }
+  }
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      accel->layout() == at::kStrided,
+      "The operator '",
+      facts_.name,
+      "' got an accel tensor with layout ",
+      accel->layout(),
+      "; accel supports strided tensors only");
+  noteDevice(accel->device().index());
+  // Resizable even when not written to here: the same tensor may come back
+  // as a mutable argument later in the argument list.
+  at::Tensor target = toResizableTarget(*accel);
+  c10::StorageImpl* target_storage = target.storage().unsafeGetStorageImpl();
+  inputs_.push_back({std::move(accel), target, target_storage, is_mutable});
+  return target;
+}
+
+void TargetCall::noteOtherTensor(const at::Tensor& tensor) {
+  // CUDA kernels accept CPU scalars (0-dim tensors) next to device tensors.
+  if (tensor.device().is_cpu() && tensor.dim() == 0) {
+    return;
+  }
+  if (!foreign_device_.has_value()) {
+    foreign_device_ = tensor.device();
+  }
+}
+
+c10::Device TargetCall::mapDevice(c10::Device device) {
+  if (device.type() != kAccel) {
+    return device;
+  }
+  const c10::DeviceIndex index = device.has_index() ? device.index() : currentDevice();
+  noteDevice(index);
+  return targetDevice(index);
+}
+
+at::Generator TargetCall::mapGenerator(const at::Generator& generator) const {
+  // As CUDA kernels reject CPU generators, accel kernels reject non-accel ones.
+  TORCH_CHECK(
+      generator.device().type() == kAccel,
+      "Expected a 'accel' device type for generator but found '",
+      generator.device().type(),
+      "' (when running ",
+      facts_.name,
+      ")");
+  return targetGenerator(generator);
+}
+
+void TargetCall::noteDevice(c10::DeviceIndex index) {
+  if (device_ < 0) {
+    device_ = index;
+  } else if (index != device_ && other_accel_device_ < 0) {
+    other_accel_device_ = index;
+  }
+}
+
+// --- Preparing -----------------------------------------------------------------
+
+void TargetCall::prepare() {
+  if (device_ < 0) {
+    device_ = currentDevice(); // e.g. a factory that takes no device
+  }
+  checkDevices();
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      op_.hasComputedKernelForDispatchKey(targetDispatchKey()),
+      "The operator '",
+      facts_.name,
+      "' is not implemented for the accel device: its target device (",
+      c10::DeviceTypeName(runtime().targetType(), /*lower_case=*/true),
+      ") has no kernel for it.");
+}
+
+void TargetCall::checkDevices() const {
+  TORCH_CHECK(
+      other_accel_device_ < 0,
+      "Expected all tensors to be on the same device, but found at least two devices, accel:",
+      static_cast<int>(device_),
+      " and accel:",
+      static_cast<int>(other_accel_device_),
+      "! (when running ",
+      facts_.name,
+      ")");
+  // Target kernels cannot tell accel memory from host memory on the host
+  // runtime, so the fallback enforces CUDA's rule on every runtime.
+  TORCH_CHECK(
+      !foreign_device_.has_value() || (foreign_device_->is_cpu() && facts_.accepts_cpu_tensors),
+      "Expected all tensors to be on the same device, but found at least two devices, accel:",
+      static_cast<int>(device_),
+      " and ",
+      foreign_device_.value_or(c10::Device(kAccel)),
+      "! (when running ",
+      facts_.name,
+      ")");
+}
+
+at::Generator TargetCall::defaultGenerator() const {
+  return targetGenerator(defaultAccelGenerator(device_));
+}
+
+// --- Running -------------------------------------------------------------------
+
+TargetCall::KernelScope::KernelScope(const TargetCall& call)
+    : // The target kernel is an accel kernel in profiler traces (see DeviceActivity.h).
+      activity_(call.facts_.name.name, call.device_) {
+  // Usually the call's device is current already; then there is nothing to
+  // switch or restore (kernels leave the current device as they found it).
+  if (runtime().getDevice().index() != call.device_) {
+    device_guard_.emplace(c10::Device(kAccel, call.device_));
+  }
+  if (call.facts_.draws_from_default_generator) {
+    random_state_.emplace(call.device_);
+  }
+}
+
+void TargetCall::throwOutOfMemory(const c10::OutOfMemoryError& e) const {
+  // The target's allocator names the target device; say which accel device it is.
+  C10_THROW_ERROR(
+      OutOfMemoryError,
+      c10::str(
+          "accel:",
+          static_cast<int>(device_),
+          " out of memory while running ",
+          facts_.name,
+          ": ",
+          e.what_without_backtrace()));
+}
+
+// --- Results -------------------------------------------------------------------
+
+void TargetCall::syncBack() {
+  for (auto& mapped : inputs_) {
+    if (mapped.mutable_) {
+      syncBack(mapped);
+    }
+  }
+}
+
+// A mutated argument whose kernel replaced or resized its storage, or
+// changed its sizes or strides, passes the change on to the accel tensor.
+void TargetCall::syncBack(const MappedTensor& mapped) {
+  const at::Tensor& accel_tensor = *mapped.accel;
+  c10::TensorImpl* accel = accel_tensor.unsafeGetTensorImpl();
+  const at::Tensor& target = mapped.target;
+  c10::StorageImpl* target_storage = target.storage().unsafeGetStorageImpl();
+  if (target_storage != mapped.target_storage) {
+    accel->set_storage_keep_dtype(storageForReplacement(target.storage()));
+  } else if (
+      target_storage->data() != accel_tensor.storage().data() ||
+      target_storage->nbytes() != accel_tensor.storage().nbytes()) {
+    // Resized into new memory: the accel storage (shared by every view of
+    // it) takes the new allocation, as a resize on the target would.
+    c10::DataPtr data = target_storage->set_data_ptr(c10::DataPtr(nullptr, target_storage->device()));
+    const size_t nbytes = target_storage->nbytes();
+    c10::StorageImpl* accel_storage = accel_tensor.storage().unsafeGetStorageImpl();
+    if (data.get() == accel_storage->data()) {
+      // Same memory, only the byte count changed (a shrink).
+      accel_storage->set_nbytes(nbytes);
+    } else {
+      if (!runtime().adoptTargetAllocation(data, device_)) {
+        data = copyToAccel(data.get(), nbytes);
+      }
+      accel_storage->set_data_ptr_noswap(std::move(data));
+      accel_storage->set_nbytes(nbytes);
+    }
+  }
+  if (target.sizes() != accel_tensor.sizes() || target.strides() != accel_tensor.strides() ||
+      target.storage_offset() != accel_tensor.storage_offset()) {
+    accel->set_sizes_and_strides(target.sizes(), target.strides(), target.storage_offset());
+  }
+}
+
+c10::Storage TargetCall::storageForReplacement(const c10::Storage& target) {
+  for (const auto& mapped : inputs_) {
+    if (target.unsafeGetStorageImpl() == mapped.target_storage) {
+      return mapped.accel->storage();
+    }
+  }
+  return adoptOrCopy(target.unsafeGetStorageImpl());
+}
+
+size_t& TargetCall::resultStorageRefs(const c10::StorageImpl* storage) {
+  for (auto& [impl, refs] : result_storage_refs_) {
+    if (impl == storage) {
+      return refs;
+    }
+  }
+  return result_storage_refs_.emplace_back(storage, 0).second;
+}
+
+// Results that share one fresh storage (say, two views of one buffer) may
+// adopt it only if nothing else holds it.
+void TargetCall::countResult(const at::Tensor& result) {
+  if (result.defined() && result.has_storage()) {
+    ++resultStorageRefs(result.storage().unsafeGetStorageImpl());
+  }
+}
+
+const at::Tensor* TargetCall::accelOf(const at::Tensor& target) const {
+  for (const auto& mapped : inputs_) {
+    if (target.unsafeGetTensorImpl() == mapped.target.unsafeGetTensorImpl()) {
+      return &*mapped.accel;
+    }
+  }
+  return nullptr;
+}
+
+at::Tensor TargetCall::mapResult(const at::Tensor& result) {
+  if (!result.defined() || result.device().type() != runtime().targetType()) {
+    return result; // e.g. a CPU result of a CUDA kernel
+  }
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      result.layout() == at::kStrided && result.has_storage(),
+      "The operator '",
+      facts_.name,
+      "' returned a ",
+      result.layout(),
+      " tensor; accel supports strided tensors only");
+  if (const at::Tensor* accel = accelOf(result)) {
+    return *accel; // in-place and out= results are the argument
+  }
+  const c10::StorageImpl* storage = result.storage().unsafeGetStorageImpl();
+  for (const auto& mapped : inputs_) {
+    if (storage == mapped.target.storage().unsafeGetStorageImpl()) {
+      // A view keeps its base's keys (autograd, or none for an inference
+      // tensor) but not its lazy conjugation or negation bits.
+      const auto keys = mapped.accel->key_set().remove(c10::DispatchKey::Conjugate).remove(c10::DispatchKey::Negative);
+      return withMetadataOf(
+          result,
+          c10::make_intrusive<c10::TensorImpl>(
+              c10::TensorImpl::VIEW, c10::Storage(mapped.accel->storage()), keys, result.dtype()));
+    }
+  }
+  // The constructor adds autograd keys (unless in inference mode).
+  return withMetadataOf(
+      result,
+      c10::make_intrusive<c10::TensorImpl>(
+          adoptStorage(result.storage()), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), result.dtype()));
+}
+
+c10::Storage TargetCall::adoptStorage(const c10::Storage& target) {
+  c10::StorageImpl* impl = target.unsafeGetStorageImpl();
+  for (const auto& [target_impl, accel] : adopted_) {
+    if (target_impl == impl) {
+      return accel;
+    }
+  }
+  c10::Storage accel = adoptOrCopy(impl);
+  adopted_.emplace_back(impl, accel);
+  return accel;
+}
+
+c10::Storage TargetCall::adoptOrCopy(c10::StorageImpl* target) {
+  const size_t nbytes = target->nbytes();
+  // A result without memory (a ZeroTensor, say) has nothing to adopt or copy.
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      nbytes == 0 || target->data() != nullptr,
+      "The operator '",
+      facts_.name,
+      "' returned a tensor without memory on its target device (",
+      c10::DeviceTypeName(runtime().targetType(), /*lower_case=*/true),
+      "); accel cannot take it over");
+  // Owned only by this call's results: the allocation can change hands.
+  if (c10::raw::intrusive_ptr::use_count(target) == resultStorageRefs(target)) {
+    c10::DataPtr data = target->set_data_ptr(c10::DataPtr(nullptr, target->device()));
+    if (runtime().adoptTargetAllocation(data, device_)) {
+      if (!hasWeakReferences(target)) {
+        // No accel tensor can see this storage yet, and the target results
+        // that hold it are dropped once mapped: the storage object itself
+        // becomes accel's, which saves making a new one.
+        target->set_data_ptr_noswap(std::move(data));
+        target->set_allocator(runtime().allocator());
+        target->set_resizable(true);
+        return c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(target));
+      }
+      return accelStorage(std::move(data), nbytes);
+    }
+    target->set_data_ptr(std::move(data));
+  }
+  return accelStorage(copyToAccel(target->data(), nbytes), nbytes);
+}
+
+// New accel memory holding a copy of `nbytes` of target memory at `data`.
+c10::DataPtr TargetCall::copyToAccel(const void* data, size_t nbytes) const {
+  c10::DeviceGuard device_guard(c10::Device(kAccel, device_));
+  c10::DataPtr accel = runtime().allocator()->allocate(nbytes);
+  if (nbytes > 0) {
+    targetBytes(accel.get(), nbytes, device_).copy_(targetBytes(const_cast<void*>(data), nbytes, device_));
+  }
+  return accel;
+}
+
+uint64_t targetCallCount() {
+  return callCount.load(std::memory_order_relaxed);
+}
+
+} // namespace torch_accel

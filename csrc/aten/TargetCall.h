@@ -1,0 +1,163 @@
+#pragma once
+
+// One operator call that the target's kernel runs for accel (see "The alias
+// fallback" in DESIGN.md). This is where the fallback's semantics live, for
+// both of its entry points: the boxed alias fallback (AliasFallback.cpp,
+// every operator) and the unboxed kernels of the hottest operators
+// (TargetKernels.cpp), which differ only in how they walk arguments and
+// results (IValues on a stack, or typed C++ arguments).
+//
+// A call goes through its phases in this order:
+//
+//   1. arguments, in schema order: each accel tensor is replaced by a target
+//      view over the same memory (mapTensor; the same view when the same
+//      tensor comes twice), other tensors are noted for the device check
+//      (noteOtherTensor), accel devices and generators become the target's
+//      (mapDevice, mapGenerator);
+//   2. prepare(): the call's accel device is settled and CUDA's device rules
+//      are checked, with errors that name accel;
+//   3. run(kernel): the target kernel runs under the accel device, with the
+//      memory target kernels allocate made accel memory, accel's default
+//      generator lent to the target when the operator draws from it, as an
+//      accel kernel for the profiler, and with out-of-memory errors naming
+//      the accel device;
+//   4. results: syncBack() moves the new memory and metadata of mutated
+//      arguments that the kernel resized back to their accel tensors; then
+//      countResult() sees every result tensor, and mapResult() maps each:
+//      a target view is its accel argument, a tensor sharing a view's
+//      storage is an accel view of the argument, a fresh tensor's memory is
+//      adopted as accel memory (or copied when the runtime cannot adopt it).
+//
+// Accel tensors are never relabelled in place, so their other views stay
+// accel tensors; the same kernel runs on the same memory, so results are
+// bitwise those of the target device.
+
+#include <csrc/profiler/DeviceActivity.h>
+#include <csrc/runtime/AccelGenerator.h>
+#include <csrc/runtime/Runtime.h>
+
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/util/Exception.h>
+#include <c10/util/MaybeOwned.h>
+#include <c10/util/SmallVector.h>
+
+#include <cstdint>
+#include <optional>
+#include <utility>
+
+namespace torch_accel {
+
+// What a call needs to know about an operator's schema, worked out once per
+// operator instead of on every call.
+struct OperatorFacts {
+  c10::OperatorName name;
+  c10::SmallVector<bool, 8> mutable_arguments;   // written to: out=, in-place
+  c10::SmallVector<bool, 8> optional_generators; // Generator? arguments
+  bool draws_from_default_generator = false;     // random, without a generator argument
+  bool accepts_cpu_tensors = false;              // CUDA's kernels take CPU index tensors
+
+  explicit OperatorFacts(const c10::OperatorHandle& op);
+};
+
+class TargetCall {
+public:
+  TargetCall(const c10::OperatorHandle& op, const OperatorFacts& facts);
+  ~TargetCall();
+  TargetCall(const TargetCall&) = delete;
+  TargetCall& operator=(const TargetCall&) = delete;
+
+  // --- 1. Arguments --------------------------------------------------------
+
+  // The target view that stands in for the accel tensor `accel`. The call
+  // keeps `accel` (borrowed: the caller keeps it alive for the call) and the
+  // view until it ends.
+  at::Tensor mapTensor(c10::MaybeOwned<at::Tensor> accel, bool is_mutable);
+
+  // A defined tensor argument that is not an accel tensor.
+  void noteOtherTensor(const at::Tensor& tensor);
+
+  // An accel device argument's target device (other devices are unchanged).
+  c10::Device mapDevice(c10::Device device);
+
+  // An accel generator argument's target generator; other generators are rejected.
+  at::Generator mapGenerator(const at::Generator& generator) const;
+
+  // --- 2. ------------------------------------------------------------------
+
+  void prepare();
+
+  // For a Generator? argument left empty: the target generator of the call
+  // device's accel default generator (the target kernel would otherwise draw
+  // from the target device's default generator). After prepare().
+  at::Generator defaultGenerator() const;
+
+  // --- 3. ------------------------------------------------------------------
+
+  template <class Kernel> decltype(auto) run(Kernel&& kernel) {
+    KernelScope scope(*this);
+    try {
+      return kernel();
+    } catch (const c10::OutOfMemoryError& e) {
+      throwOutOfMemory(e);
+    }
+  }
+
+  // --- 4. Results ----------------------------------------------------------
+
+  void syncBack();
+  void countResult(const at::Tensor& result);
+  at::Tensor mapResult(const at::Tensor& result);
+
+  // The accel tensor whose target view is `target`, or nullptr.
+  const at::Tensor* accelOf(const at::Tensor& target) const;
+
+private:
+  // One accel tensor argument and the target view standing in for it.
+  struct MappedTensor {
+    c10::MaybeOwned<at::Tensor> accel;
+    at::Tensor target;
+    c10::StorageImpl* target_storage; // the storage the target view was created with
+    bool mutable_;
+  };
+
+  // What stays in force while the target kernel runs (see run()).
+  class KernelScope {
+  public:
+    explicit KernelScope(const TargetCall& call);
+
+  private:
+    std::optional<c10::DeviceGuard> device_guard_;
+    TargetAllocationsAreAccel allocations_;
+    RecordDeviceActivity activity_;
+    std::optional<TargetDefaultGeneratorAsAccel> random_state_;
+  };
+
+  [[noreturn]] void throwOutOfMemory(const c10::OutOfMemoryError& e) const;
+  void checkDevices() const;
+  void noteDevice(c10::DeviceIndex index);
+  size_t& resultStorageRefs(const c10::StorageImpl* storage);
+  c10::Storage adoptStorage(const c10::Storage& target);
+  c10::Storage adoptOrCopy(c10::StorageImpl* target);
+  c10::DataPtr copyToAccel(const void* data, size_t nbytes) const;
+  void syncBack(const MappedTensor& mapped);
+  c10::Storage storageForReplacement(const c10::Storage& target);
+
+  const c10::OperatorHandle& op_;
+  const OperatorFacts& facts_;
+  c10::SmallVector<MappedTensor, 4> inputs_;
+  c10::DeviceIndex device_ = -1;
+  c10::DeviceIndex other_accel_device_ = -1;
+  std::optional<c10::Device> foreign_device_;
+  c10::SmallVector<std::pair<const c10::StorageImpl*, size_t>, 2> result_storage_refs_;
+  c10::SmallVector<std::pair<const c10::StorageImpl*, c10::Storage>, 2> adopted_;
+};
+
+// How many operator calls the target has run for accel in this process
+// (through the alias fallback or the unboxed kernels); tests use it to prove
+// that view and metadata operations never reach either.
+uint64_t targetCallCount();
+
+} // namespace torch_accel

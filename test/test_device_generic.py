@@ -1,0 +1,468 @@
+"""PyTorch's device-generic tests, instantiated for accel.
+
+torch.testing._internal is PyTorch's machinery for tests written once and run
+on every device type: ``instantiate_device_type_tests`` turns a generic test
+class into one class per device type, here ``PrivateUse1TestBase`` (accel),
+and the ``@ops`` / ``@modules`` / ``@optims`` decorators parametrize a test
+over PyTorch's own databases of operators (OpInfo), nn modules (ModuleInfo)
+and optimizers (OptimizerInfo), with their sample inputs. The test files of
+PyTorch's repository that use them are not shipped with torch, so the generic
+classes are ours; the databases, inputs and instantiation are PyTorch's.
+
+Each class checks a PrivateUse1 path that test_opinfo's forward sweep does not:
+
+- ``TestOutVariants``: every op with ``out=``, called with empty out tensors
+  that the op must resize: the same result, returned as the out tensors
+  themselves, as on the target.
+- ``TestFakeTensor``: every op under FakeTensorMode on fake accel tensors
+  propagates exactly the target's metadata (sizes, strides, dtype, aliasing,
+  or the same exception); this is how every tracer sees accel.
+- ``TestGradients``: every op that supports autograd: forward and input
+  gradients against the reference device.
+- ``TestModules``: every nn module of module_db, train and eval modes:
+  outputs, input and parameter gradients, and buffers against the reference.
+- ``TestOptimizers``: every optimizer of optim_db in every configuration
+  (for-loop, foreach, fused where the target has fused kernels): three steps
+  change parameters and state as on the target.
+
+Forward-only work is compared with the target device in this process, bit for
+bit. Work that runs a backward is compared with cpu: in torch 2.11 a CUDA
+backward cannot run in a process where a PrivateUse1 backend is registered
+(see test/_cases.py), so on the CUDA runtime the reference is cpu with
+PyTorch's dtype tolerances (its own cpu-parity comparison), and on the host
+runtime cpu is the target and the comparison is bitwise.
+
+Tests that fail for reasons that are not accel's are listed in
+``KNOWN_FAILURES`` with the reason and run as expected failures: one that
+starts passing fails the suite, so the list stays honest. ``pytest -rA
+test/test_device_generic.py`` shows the counts; test/conftest.py prints them per
+class and writes build/device-generic-report.json.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import unittest
+from typing import Any, Callable
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.testing._internal.common_device_type import (
+    PrivateUse1TestBase,
+    instantiate_device_type_tests,
+    onlyCPU,
+    onlyCUDA,
+    ops,
+)
+from torch.testing._internal.common_methods_invocations import op_db
+from torch.testing._internal.common_modules import module_db, modules
+from torch.testing._internal.common_optimizers import (
+    OptimizerInput,
+    _get_optim_inputs_including_global_cliquey_kwargs,
+    optim_db,
+    optims,
+)
+from torch.testing._internal.common_utils import TestCase
+
+from _comparison import ACCEL, CLOSE, CPU_TENSOR_ARGUMENTS, EXACT, METADATA, TARGET, Copier, compare_values, tensor_leaves
+
+SEED = 1234
+# Samples per op (or module) and dtype: PyTorch's generators put the plain cases
+# first and the corner cases (broadcasting, discontiguous, empty) after them.
+SAMPLES = 4
+DTYPE = torch.float32
+
+# Where backward work is compared (see the module docstring).
+GRAD_REFERENCE = "cpu"
+GRAD_MODE = EXACT if TARGET == GRAD_REFERENCE else CLOSE
+
+def op_key(op) -> str:
+    return f"{op.name}.{op.variant_test_name}" if op.variant_test_name else op.name
+
+
+# Ops not instantiated, each with the reason the comparison would be meaningless.
+NOT_ACCEL_OPS = {
+    **{
+        op.name: "not an ATen operator: torch.cuda.jiterator compiles and launches CUDA kernels directly"
+        for op in op_db
+        if op.name.startswith("jiterator_")
+    },
+    **{op.name: "sparse inputs: accel has strided tensors only" for op in op_db if op.name.startswith("sparse.")},
+    **{
+        op_key(op): "its OpInfo restricts its tests to one device type (onlyCPU / onlyCUDA), so PyTorch's "
+        "decorator would skip them on accel (test_opinfo's sweep runs it)"
+        for op in op_db
+        if onlyCPU in op.decorators or onlyCUDA in op.decorators
+    },
+}
+# Outputs holding uninitialized memory: metadata compared, never values.
+UNINITIALIZED_OUTPUTS = {"empty", "empty_like", "empty_permuted", "empty_strided", "new_empty", "new_empty_strided"}
+# Ops whose reference kernels give different bits from run to run.
+NONDETERMINISTIC_ON_REFERENCE = {
+    "linalg.lstsq": "LAPACK's 'gelsy' driver differs in the last bits between runs",
+    "linalg.lstsq.grad_oriented": "LAPACK's 'gelsy' driver differs in the last bits between runs",
+}
+
+# Ops whose OpInfo says supports_out although the op has no out= tensors.
+NO_OUT_TENSORS = {"equal": "returns a Python bool"}
+
+# Modules compared with tolerances, not bitwise, where the reference device
+# computes them differently from accel's kernels.
+MODULES_WITHIN_ROUNDING = {
+    "cpu": {
+        name: "ATen computes RNN cells for accel as for cuda (fused gate operators, which accel "
+        "provides on the host runtime: csrc/aten/FusedRnnCells.cpp) and for cpu unfused: the same "
+        "arithmetic in another order"
+        for name in ("nn.LSTM", "nn.GRU", "nn.LSTMCell", "nn.GRUCell")
+    },
+    "cuda": {},  # the reference (cpu) is not the target there: every module is compared with tolerances
+}[TARGET]
+
+NOT_ACCEL_OPTIMIZERS = {"SparseAdam": "needs sparse gradients: accel has strided tensors only"}
+
+# Test name (as instantiated, without the class) -> why it fails and why that
+# is not accel's to fix. Keyed per target device type.
+_STRIDED_ONLY = (
+    "accel tensors are strided only (DESIGN.md): to_sparse raises NotImplementedError on accel, "
+    "where the target returns a sparse tensor"
+)
+_KNOWN_FAILURES_EVERYWHERE = {
+    "test_gradients_match_cpu_to_sparse_accel_float32": _STRIDED_ONLY,
+    "test_fake_propagation_matches_target_to_sparse_accel_float32": _STRIDED_ONLY,
+}
+# PyTorch's Python code that tells devices apart by `device.type == "cpu"`
+# treats accel like cuda; on the host runtime the kernels are the CPU's.
+_CPU_ONLY_BRANCH = "on the host runtime (cpu target) only: PyTorch's {where} {what}"
+KNOWN_FAILURES: dict[str, str] = {
+    "cpu": {
+        **_KNOWN_FAILURES_EVERYWHERE,
+        **{
+            f"test_fake_propagation_matches_target_{name}_accel_float32": _CPU_ONLY_BRANCH.format(
+                where="composite quantile",
+                what="checks that q lies in [0, 1] (a data-dependent check, which FakeTensorMode refuses) "
+                "only for cpu tensors, to spare other devices a synchronization, as for cuda",
+            )
+            for name in ("quantile", "nanquantile")
+        },
+        **{
+            f"test_fake_propagation_matches_target_{name}_accel_float32": _CPU_ONLY_BRANCH.format(
+                where="batch-norm decomposition (the fake implementation)",
+                what="gives every non-cpu device CUDA's saved-statistics shape in eval mode ((C,) where the "
+                "CPU kernel accel runs returns (0,)); outputs agree",
+            )
+            for name in ("native_batch_norm", "_native_batch_norm_legit")
+        },
+    },
+    "cuda": _KNOWN_FAILURES_EVERYWHERE,
+}[TARGET]
+
+
+ACCEL_OPS = [op for op in op_db if op.name not in NOT_ACCEL_OPS and op_key(op) not in NOT_ACCEL_OPS]
+
+
+def cpu_args(op) -> bool:
+    return op.name in CPU_TENSOR_ARGUMENTS
+
+
+def value_mode(op) -> str:
+    if op.name in UNINITIALIZED_OUTPUTS:
+        return METADATA
+    return CLOSE if op_key(op) in NONDETERMINISTIC_ON_REFERENCE else EXACT
+
+
+def samples(op, device: str, requires_grad: bool = False) -> list:
+    torch.manual_seed(SEED)  # sample generators draw from the default generator
+    return list(itertools.islice(op.sample_inputs(device, DTYPE, requires_grad=requires_grad), SAMPLES))
+
+
+def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, BaseException | None]:
+    """(result, None) or (None, the exception), with the random state reset so
+    that random ops draw the same numbers on both devices."""
+    torch.manual_seed(SEED)
+    try:
+        return fn(*args, **kwargs), None
+    except Exception as error:  # noqa: BLE001 - an exception is an outcome to compare
+        return None, error
+
+
+class OutcomeComparison:
+    """Counts the samples a test compared, so that no test passes vacuously."""
+
+    def __init__(self, test: TestCase) -> None:
+        self.test = test
+        self.compared = 0
+
+    def same_failure(self, accel_error: BaseException | None, reference_error: BaseException | None, what: str) -> bool:
+        """True when both calls raised (the same type); fails when one did."""
+        if reference_error is None and accel_error is None:
+            return False
+        if reference_error is None or accel_error is None or type(accel_error) is not type(reference_error):
+            raise AssertionError(f"{what}: accel raised {accel_error!r}, the reference {reference_error!r}") from (
+                accel_error or reference_error
+            )
+        self.compared += 1
+        return True
+
+    def done(self) -> None:
+        self.test.assertGreater(self.compared, 0, "no sample could be compared")
+
+
+def fresh_like(tree: Any, device: str) -> Any:
+    """Empty (numel 0) tensors with the dtypes of ``tree``'s tensors, on ``device``:
+    out= arguments the op must resize."""
+    return torch.utils._pytree.tree_map(
+        lambda t: torch.empty(0, dtype=t.dtype, device=device) if isinstance(t, torch.Tensor) else t, tree
+    )
+
+
+class TestOutVariants(TestCase):
+    @ops([op for op in ACCEL_OPS if op.supports_out and op.name not in NO_OUT_TENSORS], allowed_dtypes=(DTYPE,))
+    def test_out_matches_target(self, device, dtype, op):
+        outcomes = OutcomeComparison(self)
+        for index, sample in enumerate(samples(op, TARGET)):
+            target_args = Copier(TARGET, cpu_args(op)).sample(sample)
+            expected, error = call(op, target_args[0], *target_args[1], **target_args[2])
+            if error is not None or not tensor_leaves(expected):
+                continue  # no out= call to make for this sample
+            target_args, accel_args = Copier(TARGET, cpu_args(op)).sample(sample), Copier(ACCEL, cpu_args(op)).sample(sample)
+            target_out, accel_out = fresh_like(expected, TARGET), fresh_like(expected, ACCEL)
+            target_result, target_error = call(op, target_args[0], *target_args[1], **target_args[2], out=target_out)
+            accel_result, accel_error = call(op, accel_args[0], *accel_args[1], **accel_args[2], out=accel_out)
+            what = f"sample {index} with out="
+            if outcomes.same_failure(accel_error, target_error, what):
+                continue
+            compare_values(accel_out, target_out, f"{what}: out", value_mode(op), accel_args, target_args)
+            # The op returns its out tensors themselves.
+            self.assertEqual(
+                [id(t) for t in tensor_leaves(accel_result)],
+                [id(t) for t in tensor_leaves(accel_out)][: len(tensor_leaves(accel_result))],
+            )
+            outcomes.compared += 1
+        outcomes.done()
+
+
+class TestFakeTensor(TestCase):
+    @ops(ACCEL_OPS, allowed_dtypes=(DTYPE,))
+    def test_fake_propagation_matches_target(self, device, dtype, op):
+        outcomes = OutcomeComparison(self)
+        for index, sample in enumerate(samples(op, TARGET)):
+            results = {}
+            for kind in (TARGET, ACCEL):
+                real = Copier(kind, cpu_args(op)).sample(sample)
+                with FakeTensorMode() as mode:
+                    fake = torch.utils._pytree.tree_map(
+                        lambda x: mode.from_tensor(x) if isinstance(x, torch.Tensor) else x, real
+                    )
+                    results[kind] = (fake, *call(op, fake[0], *fake[1], **fake[2]))
+            (target_args, target_result, target_error), (accel_args, accel_result, accel_error) = (
+                results[TARGET],
+                results[ACCEL],
+            )
+            what = f"sample {index} under FakeTensorMode"
+            if outcomes.same_failure(accel_error, target_error, what):
+                continue
+            compare_values(accel_result, target_result, what, METADATA, accel_args, target_args)
+            outcomes.compared += 1
+        outcomes.done()
+
+
+def differentiable_outputs(result: Any) -> list[torch.Tensor]:
+    return [t for t in tensor_leaves(result) if t.requires_grad and (t.is_floating_point() or t.is_complex())]
+
+
+def gradients(outputs: list[torch.Tensor], inputs: list[torch.Tensor], device: str) -> tuple:
+    """d(outputs)/d(inputs) against grad_outputs drawn from a fixed seed (the
+    same numbers on every device)."""
+    generator = torch.Generator().manual_seed(SEED)
+    grad_outputs = [torch.randn(t.shape, dtype=t.dtype, generator=generator).to(device) for t in outputs]
+    return torch.autograd.grad(outputs, inputs, grad_outputs, allow_unused=True)
+
+
+def requiring_grad(tree: Any) -> list[torch.Tensor]:
+    return [t for t in tensor_leaves(tree) if t.requires_grad]
+
+
+class TestGradients(TestCase):
+    @ops([op for op in ACCEL_OPS if op.supports_autograd], allowed_dtypes=(DTYPE,))
+    def test_gradients_match_cpu(self, device, dtype, op):
+        outcomes = OutcomeComparison(self)
+        mode = value_mode(op)
+        for index, sample in enumerate(samples(op, GRAD_REFERENCE, requires_grad=True)):
+            runs = {}
+            for kind in (GRAD_REFERENCE, ACCEL):
+                args = Copier(kind, cpu_args(op), source=GRAD_REFERENCE, requires_grad=True).sample(sample)
+
+                def forward_backward(args=args, kind=kind):
+                    result = sample.output_process_fn_grad(op(args[0], *args[1], **args[2]))
+                    outputs = differentiable_outputs(result)
+                    return result, gradients(outputs, requiring_grad(args), kind) if outputs else None
+
+                runs[kind] = (args, *call(forward_backward))
+            (reference_args, reference, reference_error), (accel_args, accel, accel_error) = (
+                runs[GRAD_REFERENCE],
+                runs[ACCEL],
+            )
+            what = f"sample {index}"
+            if outcomes.same_failure(accel_error, reference_error, what):
+                continue
+            if reference[1] is None:
+                continue  # nothing differentiable came out of this sample
+            options = dict(reference=GRAD_REFERENCE, check_layout=TARGET == GRAD_REFERENCE)
+            compare_values(accel[0], reference[0], f"{what}: output", mode, accel_args, reference_args, **options)
+            compare_values(accel[1], reference[1], f"{what}: gradients", mode, accel_args, reference_args, **options)
+            outcomes.compared += 1
+        outcomes.done()
+
+
+class TestModules(TestCase):
+    @modules(module_db, allowed_dtypes=(DTYPE,))
+    def test_module_matches_cpu(self, device, dtype, module_info, training):
+        outcomes = OutcomeComparison(self)
+        mode = CLOSE if module_info.name in MODULES_WITHIN_ROUNDING else GRAD_MODE
+        torch.manual_seed(SEED)
+        module_inputs = module_info.module_inputs_func(
+            module_info, device=GRAD_REFERENCE, dtype=dtype, requires_grad=True, training=training
+        )
+        for index, module_input in enumerate(module_inputs[:SAMPLES]):
+            if module_input.forward_input is None:
+                continue
+            constructor = module_input.constructor_input
+            torch.manual_seed(SEED)
+            reference_module = module_info.module_cls(*constructor.args, **constructor.kwargs).to(dtype)
+            reference_module.train(training)
+            accel_module = copy.deepcopy(reference_module).to(ACCEL)
+            runs = {}
+            for kind, module in ((GRAD_REFERENCE, reference_module), (ACCEL, accel_module)):
+                forward = Copier(kind, source=GRAD_REFERENCE, requires_grad=True).tree(
+                    (module_input.forward_input.args, module_input.forward_input.kwargs)
+                )
+
+                def forward_backward(module=module, forward=forward, kind=kind):
+                    result = module(*forward[0], **forward[1])
+                    outputs = differentiable_outputs(result)
+                    inputs = requiring_grad(forward) + list(module.parameters())
+                    return result, gradients(outputs, inputs, kind) if outputs else None, module.state_dict()
+
+                runs[kind] = (forward, *call(forward_backward))
+            (reference_args, reference, reference_error), (accel_args, accel, accel_error) = (
+                runs[GRAD_REFERENCE],
+                runs[ACCEL],
+            )
+            what = f"input {index} ({module_input.desc or 'default'})"
+            if outcomes.same_failure(accel_error, reference_error, what):
+                continue
+            options = dict(reference=GRAD_REFERENCE, check_layout=TARGET == GRAD_REFERENCE)
+            for part, name in ((0, "output"), (1, "gradients"), (2, "state_dict after forward")):
+                compare_values(accel[part], reference[part], f"{what}: {name}", mode, accel_args, reference_args, **options)
+            outcomes.compared += 1
+        outcomes.done()
+
+
+def optimizer_inputs(optim_info) -> list[OptimizerInput]:
+    """Every configuration PyTorch tests for the optimizer on accel (for-loop
+    and foreach), plus fused where the target has fused kernels: accel runs the
+    target's. (``differentiable`` steps need a backward through the step.)"""
+    configs = _get_optim_inputs_including_global_cliquey_kwargs(ACCEL, DTYPE, optim_info, skip=("differentiable",))
+    if "fused" in optim_info.supported_impls and TARGET in optim_info.supports_fused_on:
+        configs += [
+            OptimizerInput(params=None, kwargs={**config.kwargs, "fused": True}, desc=f"{config.desc} & fused")
+            for config in optim_info.optim_inputs_func(TARGET)
+        ]
+    return configs
+
+
+def optimizer_steps(optim_info, kwargs: dict, device: str, steps: int = 3) -> tuple[list, dict]:
+    """Parameters and optimizer state after ``steps`` steps on ``device``.
+    Gradients are set by the closure, without autograd, so the steps can run on
+    any device in this process."""
+    generator = torch.Generator().manual_seed(SEED)
+    params = [
+        torch.randn(shape, dtype=DTYPE, generator=generator).to(device).requires_grad_()
+        for shape in ((4, 3), (3, 5))  # 2-D: every optimizer (Muon too) takes them
+    ]
+    kwargs = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in kwargs.items()}
+    optimizer = optim_info.optim_cls(params, **kwargs)
+    grads = torch.Generator().manual_seed(SEED + 1)
+
+    def closure() -> torch.Tensor:
+        with torch.no_grad():
+            for p in params:
+                p.grad = torch.randn(p.shape, dtype=DTYPE, generator=grads).to(device) + p
+            return sum((p * p).sum() for p in params)
+
+    for _ in range(steps):
+        optimizer.step(closure)
+    return [p.detach() for p in params], optimizer.state_dict()
+
+
+class TestOptimizers(TestCase):
+    @optims([o for o in optim_db if o.name not in NOT_ACCEL_OPTIMIZERS], dtypes=[DTYPE])
+    def test_optimizer_matches_target(self, device, dtype, optim_info):
+        outcomes = OutcomeComparison(self)
+        for config in optimizer_inputs(optim_info):
+            what = f"{optim_info.name}({config.desc})"
+            (target, target_error), (accel, accel_error) = (
+                call(optimizer_steps, optim_info, config.kwargs, TARGET),
+                call(optimizer_steps, optim_info, config.kwargs, ACCEL),
+            )
+            if outcomes.same_failure(accel_error, target_error, what):
+                continue
+            (accel_params, accel_state), (target_params, target_state) = accel, target
+            compare_values(accel_params, target_params, f"{what}: parameters", EXACT, accel_params, target_params)
+            # State lives where the optimizer puts it (step counts on cpu, as for cuda).
+            compare_values(accel_state, target_state, f"{what}: state", EXACT, accel_params, target_params, check_device=False)
+            outcomes.compared += 1
+        outcomes.done()
+
+
+# PrivateUse1TestBase takes the backend's name ("accel") in setUpClass, which
+# instantiating a class runs: do it first, so every class is named ...ACCEL.
+PrivateUse1TestBase.setUpClass()
+instantiate_device_type_tests(TestOutVariants, globals(), only_for="privateuse1")
+instantiate_device_type_tests(TestFakeTensor, globals(), only_for="privateuse1")
+instantiate_device_type_tests(TestGradients, globals(), only_for="privateuse1")
+instantiate_device_type_tests(TestModules, globals(), only_for="privateuse1")
+instantiate_device_type_tests(TestOptimizers, globals(), only_for="privateuse1")
+
+
+def _mark_known_failures() -> None:
+    """Turn the tests of KNOWN_FAILURES into expected failures; an entry that
+    names no instantiated test is an error (the list must stay accurate)."""
+    classes = [v for v in globals().values() if isinstance(v, type) and issubclass(v, PrivateUse1TestBase)]
+    found = set()
+    for cls in classes:
+        for name in list(vars(cls)):
+            if name in KNOWN_FAILURES:
+                setattr(cls, name, unittest.expectedFailure(getattr(cls, name)))
+                found.add(name)
+    missing = set(KNOWN_FAILURES) - found
+    if missing:
+        raise AssertionError(f"KNOWN_FAILURES names tests that do not exist: {sorted(missing)}")
+
+
+_mark_known_failures()
+
+
+def test_the_comparisons_catch_a_difference():
+    # The classes above pass only if accel matches; a step that differs in the
+    # last bits of its learning rate must not.
+    sgd = next(o for o in optim_db if o.name == "SGD")
+    target_params, _ = optimizer_steps(sgd, {"lr": 0.1}, TARGET)
+    accel_params, _ = optimizer_steps(sgd, {"lr": 0.1 * (1 + 2**-20)}, ACCEL)
+    try:
+        compare_values(accel_params, target_params, "parameters", EXACT, accel_params, target_params)
+    except AssertionError:
+        pass
+    else:
+        raise AssertionError("a different optimizer step compared equal")
+    # Gradients on accel that differ from the reference's must not compare equal either.
+    x = torch.randn(4, 3, requires_grad=True)
+    reference = gradients([x.sin()], [x], "cpu")
+    xa = x.detach().to(ACCEL).requires_grad_()
+    wrong = gradients([xa.cos()], [xa], ACCEL)
+    try:
+        compare_values(wrong, reference, "gradients", GRAD_MODE, (xa,), (x,), reference=GRAD_REFERENCE)
+    except AssertionError:
+        return
+    raise AssertionError("different gradients compared equal")
