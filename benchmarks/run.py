@@ -2,7 +2,8 @@
 
 Every figure is accel's time over the target's (cuda on the CUDA runtime, cpu
 on the host runtime), each the median of repeated runs after warm-up, taken in
-this one process; the exception is CUDA training steps, whose cuda reference
+this one process with accel's and the target's runs alternating (so that a
+drifting machine slows both alike); the exception is CUDA training steps, whose cuda reference
 runs in a child process without torch_accel (see workloads.py). Results go to
 benchmarks/results/<runtime>-<machine>.{md,json}.
 
@@ -28,7 +29,7 @@ sys.path.insert(0, HERE)
 import torch  # noqa: E402
 
 import torch_accel  # noqa: E402
-from workloads import median_time, model_step, synchronize  # noqa: E402
+from workloads import interleaved_median_times, interleaved_times, model_step, training_step  # noqa: E402
 
 TARGET = torch_accel._target_device_type()
 
@@ -76,8 +77,8 @@ def bench_ops(quick: bool) -> list[dict]:
     repeats, inner = (5, 50) if quick else (15, 200)
     accel_cases, target_cases = op_cases("accel"), op_cases(TARGET)
     for name in accel_cases:
-        accel = median_time(accel_cases[name], "accel", repeats, inner)
-        target = median_time(target_cases[name], TARGET, repeats, inner)
+        times = interleaved_median_times({"accel": (accel_cases[name], "accel"), TARGET: (target_cases[name], TARGET)}, repeats, inner)
+        accel, target = times["accel"], times[TARGET]
         rows.append({"op": name, "accel_us": accel * 1e6, "target_us": target * 1e6, "ratio": accel / target})
     return rows
 
@@ -90,11 +91,10 @@ def bench_throughput(quick: bool) -> list[dict]:
     rows = []
     for dtype in (torch.float32, torch.bfloat16):
         flops = 2 * n**3
-        times = {}
-        for device in ("accel", TARGET):
-            a = torch.randn(n, n, dtype=dtype, device=device)
-            b = torch.randn(n, n, dtype=dtype, device=device)
-            times[device] = median_time(lambda: a @ b, device, repeats=5 if quick else 10, inner=3)
+        operands = {device: (torch.randn(n, n, dtype=dtype, device=device), torch.randn(n, n, dtype=dtype, device=device)) for device in ("accel", TARGET)}
+        times = interleaved_median_times(
+            {device: (lambda a=a, b=b: a @ b, device) for device, (a, b) in operands.items()}, repeats=5 if quick else 10, inner=3
+        )
         rows.append(
             {
                 "what": f"matmul {n}x{n} {str(dtype).removeprefix('torch.')}",
@@ -105,11 +105,9 @@ def bench_throughput(quick: bool) -> list[dict]:
             }
         )
     nbytes = (256 << 20) if TARGET == "cuda" else (32 << 20)
-    times = {}
-    for device in ("accel", TARGET):
-        src = torch.empty(nbytes, dtype=torch.uint8, device=device)
-        dst = torch.empty_like(src)
-        times[device] = median_time(lambda: dst.copy_(src), device, repeats=5 if quick else 10, inner=5)
+    buffers = {device: torch.empty(2, nbytes, dtype=torch.uint8, device=device) for device in ("accel", TARGET)}
+    copies = {device: (lambda b=b: b[1].copy_(b[0]), device) for device, b in buffers.items()}
+    times = interleaved_median_times(copies, repeats=5 if quick else 10, inner=5)
     rows.append(
         {
             "what": f"device-to-device copy {nbytes >> 20} MiB",
@@ -155,7 +153,7 @@ def bench_streams(quick: bool) -> list[dict]:
     cases = {device: stream_cases(module) for device, module in apis.items()}
     rows = []
     for name in cases["accel"]:
-        times = {device: median_time(cases[device][name], device, repeats, inner) for device in apis}
+        times = interleaved_median_times({device: (cases[device][name], device) for device in apis}, repeats, inner)
         row = {"call": name, "accel_us": times["accel"] * 1e6}
         if "cuda" in times:
             row.update(cuda_us=times["cuda"] * 1e6, ratio=times["accel"] / times["cuda"])
@@ -166,9 +164,8 @@ def bench_streams(quick: bool) -> list[dict]:
 # 4. Model training steps -------------------------------------------------------------
 
 
-def target_model_step(model_name: str, compiled: bool, large: bool) -> dict:
-    if TARGET == "cpu":
-        return model_step(TARGET, model_name, compiled, large)
+def subprocess_model_step(model_name: str, compiled: bool, large: bool) -> dict:
+    """The target's step in a process without torch_accel (CUDA: see workloads.py)."""
     env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
     out = subprocess.run(
         [sys.executable, os.path.join(HERE, "workloads.py"), TARGET, model_name, str(int(compiled)), str(int(large))],
@@ -180,14 +177,30 @@ def target_model_step(model_name: str, compiled: bool, large: bool) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
+def model_steps(model_name: str, compiled: bool, large: bool, repeats: int) -> tuple[dict, dict]:
+    """accel's and the target's step time and peak memory: interleaved in this
+    process where the target allows it (cpu), else the target's in a child."""
+    if TARGET != "cpu":
+        return model_step("accel", model_name, compiled, large, repeats), subprocess_model_step(model_name, compiled, large)
+    steps = {device: training_step(device, model_name, compiled, large) for device in ("accel", TARGET)}
+    samples = interleaved_times({device: (step, device) for device, (step, _) in steps.items()}, repeats, inner=1)
+    # The spread of the round-by-round ratios says how far the machine's noise
+    # lets the median ratio be trusted.
+    quartiles = statistics.quantiles([a / t for a, t in zip(samples["accel"], samples[TARGET])], n=4)
+    return tuple(
+        {"seconds": statistics.median(samples[device]), "peak_bytes": steps[device][1](), "ratio_q1_q3": (quartiles[0], quartiles[2])}
+        for device in ("accel", TARGET)
+    )
+
+
 def bench_models(quick: bool, compiled_modes: tuple[bool, ...]) -> list[dict]:
     large = TARGET == "cuda" and not quick
+    repeats = 10 if quick or large else 40
     rows = []
     for model_name in ("transformer", "cnn"):
         for compiled in compiled_modes:
             try:
-                accel = model_step("accel", model_name, compiled, large)
-                target = target_model_step(model_name, compiled, large)
+                accel, target = model_steps(model_name, compiled, large, repeats)
             except Exception as error:  # report, do not hide
                 rows.append({"model": model_name, "mode": "compiled" if compiled else "eager", "error": str(error).splitlines()[0]})
                 continue
@@ -198,6 +211,7 @@ def bench_models(quick: bool, compiled_modes: tuple[bool, ...]) -> list[dict]:
                     "accel_ms": accel["seconds"] * 1e3,
                     "target_ms": target["seconds"] * 1e3,
                     "ratio": accel["seconds"] / target["seconds"],
+                    "round_ratios_q1_q3": "–".join(f"{q:.3f}" for q in accel["ratio_q1_q3"]) if "ratio_q1_q3" in accel else None,
                     "accel_peak_mib": None if accel["peak_bytes"] is None else accel["peak_bytes"] / 2**20,
                     "target_peak_mib": None if target["peak_bytes"] is None else target["peak_bytes"] / 2**20,
                 }
@@ -209,24 +223,30 @@ def bench_models(quick: bool, compiled_modes: tuple[bool, ...]) -> list[dict]:
 
 
 def bench_startup(quick: bool) -> list[dict]:
-    def timed(code: str, env: dict | None = None) -> float:
-        samples = []
-        for _ in range(3 if quick else 7):
-            out = subprocess.run(
-                [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT, env=dict(os.environ, **(env or {}))
-            ).stdout
-            samples.append(float(out.strip().splitlines()[-1]))
-        return statistics.median(samples)
+    def run(code: str, env: dict | None = None) -> float:
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT, env=dict(os.environ, **(env or {}))
+        ).stdout
+        return float(out.strip().splitlines()[-1])
 
     # `import torch` autoloads torch_accel (its torch.backends entry point);
-    # torch alone is timed with autoload off.
+    # torch alone is timed with autoload off. The three processes take turns,
+    # so a drifting machine slows all of them alike.
     prefix = "import time; t = time.perf_counter(); import torch; t1 = time.perf_counter(); "
-    torch_only = timed(prefix + "print(t1 - t)", env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
-    with_accel = timed(prefix + "import torch_accel; print(time.perf_counter() - t)")
-    first = timed(
-        "import torch, torch_accel, time; t = time.perf_counter(); "
-        "x = torch.ones(1, device='accel'); torch_accel.synchronize(); print(time.perf_counter() - t)"
-    )
+    programs = {
+        "torch": (prefix + "print(t1 - t)", {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}),
+        "torch_accel": (prefix + "import torch_accel; print(time.perf_counter() - t)", None),
+        "first": (
+            "import torch, torch_accel, time; t = time.perf_counter(); "
+            "x = torch.ones(1, device='accel'); torch_accel.synchronize(); print(time.perf_counter() - t)",
+            None,
+        ),
+    }
+    samples: dict[str, list[float]] = {name: [] for name in programs}
+    for _ in range(5 if quick else 15):
+        for name, (code, env) in programs.items():
+            samples[name].append(run(code, env))
+    torch_only, with_accel, first = (statistics.median(samples[name]) for name in programs)
     return [
         {"what": "import torch", "ms": torch_only * 1e3},
         {"what": "import torch + torch_accel", "ms": with_accel * 1e3, "added_ms": (with_accel - torch_only) * 1e3},
@@ -298,7 +318,7 @@ def main() -> int:
         modes = (False,) if args.no_compile else (False, True)
         rows = results["models"] = bench_models(args.quick, modes)
         md += [f"## Training steps (accel/{TARGET})", ""]
-        md += table(rows, ["model", "mode", "accel_ms", "target_ms", "ratio", "accel_peak_mib", "target_peak_mib", "error"]) + [""]
+        md += table(rows, ["model", "mode", "accel_ms", "target_ms", "ratio", "round_ratios_q1_q3", "accel_peak_mib", "target_peak_mib", "error"]) + [""]
     if "startup" in sections:
         rows = results["startup"] = bench_startup(args.quick)
         md += ["## Start-up", ""] + table(rows, ["what", "ms", "added_ms"]) + [""]

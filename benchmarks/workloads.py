@@ -36,6 +36,34 @@ def median_time(fn: Callable[[], object], device: str, repeats: int, inner: int)
     return statistics.median(samples)
 
 
+def interleaved_times(fns: dict[str, tuple[Callable[[], object], str]], repeats: int, inner: int) -> dict[str, list[float]]:
+    """Seconds per call of several (function, device) pairs, one sample each per round.
+
+    On a shared machine the speed drifts (other load, frequency changes); timing
+    accel's and the target's runs one after the other in every round, in
+    alternating order, lets the drift fall on both alike instead of on
+    whichever ran second, and pairs their samples round by round."""
+    for fn, device in fns.values():
+        fn()
+        synchronize(device)
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    names = list(fns)
+    for round_ in range(repeats):
+        for name in names if round_ % 2 == 0 else reversed(names):
+            fn, device = fns[name]
+            start = time.perf_counter()
+            for _ in range(inner):
+                fn()
+            synchronize(device)
+            samples[name].append((time.perf_counter() - start) / inner)
+    return samples
+
+
+def interleaved_median_times(fns: dict[str, tuple[Callable[[], object], str]], repeats: int, inner: int) -> dict[str, float]:
+    """median_time for several (function, device) pairs, timed in alternating rounds."""
+    return {name: statistics.median(values) for name, values in interleaved_times(fns, repeats, inner).items()}
+
+
 class TransformerBlock(nn.Module):
     def __init__(self, dim: int, heads: int) -> None:
         super().__init__()
@@ -65,8 +93,10 @@ def make_cnn() -> nn.Module:
     )
 
 
-def model_step(device: str, model_name: str, compiled: bool, large: bool, repeats: int = 10) -> dict:
-    """Median training-step time (forward, backward, AdamW) and peak memory."""
+def training_step(device: str, model_name: str, compiled: bool, large: bool) -> tuple[Callable[[], None], Callable[[], int | None]]:
+    """A warmed-up training step (forward, backward, AdamW) of one model on
+    `device`, and a function reading the device's peak allocated bytes since
+    the warm-up (None where the device type keeps no statistics)."""
     torch.manual_seed(0)
     if model_name == "transformer":
         dim, batch, seq = (1024, 16, 512) if large else (128, 8, 64)
@@ -94,12 +124,18 @@ def model_step(device: str, model_name: str, compiled: bool, large: bool, repeat
         step()
     kind = torch.device(device).type
     module = getattr(torch, kind, None) if kind != "cpu" else None
-    if module is not None and hasattr(module, "reset_peak_memory_stats"):
-        synchronize(device)
-        module.reset_peak_memory_stats()
+    if module is None or not hasattr(module, "max_memory_allocated"):
+        return step, lambda: None
+    synchronize(device)
+    module.reset_peak_memory_stats()
+    return step, module.max_memory_allocated
+
+
+def model_step(device: str, model_name: str, compiled: bool, large: bool, repeats: int = 10) -> dict:
+    """Median training-step time and peak memory of one model on one device."""
+    step, peak = training_step(device, model_name, compiled, large)
     seconds = median_time(step, device, repeats=repeats, inner=1)
-    peak = module.max_memory_allocated() if module is not None and hasattr(module, "max_memory_allocated") else None
-    return {"seconds": seconds, "peak_bytes": peak}
+    return {"seconds": seconds, "peak_bytes": peak()}
 
 
 if __name__ == "__main__":
