@@ -93,23 +93,34 @@ def make_cnn() -> nn.Module:
     )
 
 
-def training_step(device: str, model_name: str, compiled: bool, large: bool) -> tuple[Callable[[], None], Callable[[], int | None]]:
-    """A warmed-up training step (forward, backward, AdamW) of one model on
-    `device`, and a function reading the device's peak allocated bytes since
-    the warm-up (None where the device type keeps no statistics)."""
+def build_model(model_name: str, large: bool) -> tuple[nn.Module, torch.Tensor, torch.Tensor, Callable]:
+    """One of the benchmark models on the cpu, with a batch, its targets and the loss."""
     torch.manual_seed(0)
     if model_name == "transformer":
         dim, batch, seq = (1024, 16, 512) if large else (128, 8, 64)
         model = TransformerBlock(dim, heads=8 if large else 4)
-        inputs = torch.randn(batch, seq, dim)
-        target = torch.randn(batch, seq, dim)
-        loss_fn = nn.functional.mse_loss
-    else:
-        batch, size = (128, 64) if large else (16, 32)
-        model = make_cnn()
-        inputs = torch.randn(batch, 3, size, size)
-        target = torch.randint(0, 10, (batch,))
-        loss_fn = nn.functional.cross_entropy
+        return model, torch.randn(batch, seq, dim), torch.randn(batch, seq, dim), nn.functional.mse_loss
+    batch, size = (128, 64) if large else (16, 32)
+    model = make_cnn()
+    return model, torch.randn(batch, 3, size, size), torch.randint(0, 10, (batch,)), nn.functional.cross_entropy
+
+
+def optimizer_step(device: str, model_name: str, large: bool) -> Callable[[], None]:
+    """The AdamW step of one model on `device` alone, its gradients set once."""
+    model = build_model(model_name, large)[0].to(device)
+    for parameter in model.parameters():
+        parameter.grad = torch.randn_like(parameter)
+    return torch.optim.AdamW(model.parameters(), lr=1e-4).step
+
+
+def training_step(device: str, model_name: str, compiled: bool, large: bool) -> tuple[Callable[[], None], Callable[[], int | None]]:
+    """A warmed-up training step (forward, backward, AdamW) of one model on
+    `device`, and a function reading the step's peak memory: the most the
+    device allocated during the steps since the warm-up beyond what it held
+    before them (the model, its optimizer state and inputs, and anything else
+    the process holds), so that it compares across processes. None where the
+    device type keeps no statistics."""
+    model, inputs, target, loss_fn = build_model(model_name, large)
     model = model.to(device)
     inputs, target = inputs.to(device), target.to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
@@ -128,7 +139,8 @@ def training_step(device: str, model_name: str, compiled: bool, large: bool) -> 
         return step, lambda: None
     synchronize(device)
     module.reset_peak_memory_stats()
-    return step, module.max_memory_allocated
+    held = module.memory_allocated()
+    return step, lambda: module.max_memory_allocated() - held
 
 
 def model_step(device: str, model_name: str, compiled: bool, large: bool, repeats: int = 10) -> dict:
