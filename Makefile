@@ -7,8 +7,9 @@
 #   make test      accelrt's unit tests, then the pytest suite (host runtime here)
 #   make demo      the demo on whatever runtime is present
 #   make gpu-test  on a GPU machine: build offline against the preinstalled torch,
-#                  run the suite on the CUDA runtime, write test/reports/gpu-test.md
-#   make bench     benchmarks/ (accel against its target, ratios)
+#                  run the suite on the CUDA runtime, write test/reports/gpu-test.md,
+#                  then the benchmarks (GPU_TEST_STEPS=tests or bench: one of them)
+#   make bench     benchmarks/ (accel against its target, ratios; BENCH_ARGS=--quick ...)
 #   make lint      C++ formatting (.clang-format) and Python syntax
 
 SHELL := /bin/bash
@@ -20,6 +21,7 @@ PY := $(VENV)/bin/python
 REQUIREMENTS := requirements.txt requirements-dev.txt
 CACHE_ROOT ?= $(HOME)/.cache/torch_accel
 PYTEST_ARGS ?=
+BENCH_ARGS ?=
 NATIVE_SOURCES := setup.py $(shell find csrc third_party/accelrt/src third_party/accelrt/include -name '*.cpp' -o -name '*.h' 2>/dev/null)
 
 .PHONY: install build test test-accelrt test-python demo gpu-test bench lint clean
@@ -80,7 +82,7 @@ demo: install
 	$(PY) -m torch_accel.demo
 
 bench: install
-	$(PY) benchmarks/run.py
+	$(PY) benchmarks/run.py $(BENCH_ARGS)
 
 lint: install
 	find csrc third_party/accelrt -name '*.cpp' -o -name '*.h' | xargs clang-format --dry-run --Werror
@@ -92,14 +94,18 @@ lint: install
 # statically; _C then carries its own iostream facets, which clash with the
 # libstdc++ torch loaded and crash the first error message that formats a
 # number. The distribution's g++ links it dynamically, as torch does.
+# A device-tool command is killed after 10 minutes: GPU_TEST_STEPS=tests and
+# GPU_TEST_STEPS=bench run the two halves as separate commands (test/gpu_report.py).
 GPU_PYTHON ?= python3
+GPU_TEST_STEPS ?= tests,bench
 GPU_CXX ?= $(shell command -v /usr/bin/g++ || echo g++)
 gpu-test:
 	@$(call layer_venv,$(shell command -v $(GPU_PYTHON)))
 	CXX=$(GPU_CXX) TORCH_ACCEL_BUILD_CUDA=1 $(PY) setup.py -q build_ext --inplace
 	@ldd torch_accel/_C*.so | grep -q 'libstdc++' || { echo "torch_accel/_C links libstdc++ statically; set GPU_CXX to a g++ that links it dynamically"; exit 1; }
 	$(MAKE) -C third_party/accelrt test
-	TORCH_ACCEL_RUNTIME=cuda $(PY) test/gpu_report.py --output test/reports/gpu-test.md $(PYTEST_ARGS)
+	TORCH_ACCEL_RUNTIME=cuda $(PY) test/gpu_report.py --output test/reports/gpu-test.md \
+	  --steps $(GPU_TEST_STEPS) --bench-args="$(BENCH_ARGS)" $(PYTEST_ARGS)
 
 clean:
 	rm -rf build torch_accel/_C*.so third_party/accelrt/build
