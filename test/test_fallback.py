@@ -141,6 +141,63 @@ def test_out_variant_with_tuple_outs(target):
     assert torch.equal(indices.to(target), expected.indices)
 
 
+# Arguments that are different tensors over one storage. The target's kernels
+# check for overlaps between them (an error for a partial overlap, a shortcut
+# for the same data) and, where a kernel resizes one, the others see the
+# storage change: accel must give the target's answer, not compute through an
+# overlap that the target refuses.
+SHARED_STORAGE = {
+    # (boxed fallback, unboxed kernel or copy_): what the target does
+    "copy_partial_overlap": lambda x: x[1:].copy_(x[:-1]),  # copy_: refused
+    "copy_same_data": lambda x: x.view(2, 3).copy_(x.view(2, 3)[:]),  # copy_: nothing to do
+    "out_partial_overlap": lambda x: torch.add(x[:-1], 1, out=x[1:]),  # boxed: refused
+    "out_full_overlap": lambda x: torch.mul(x, 2, out=x.view(2, 3).view(6)),  # boxed: computed
+    "inplace_partial_overlap": lambda x: x[1:].add_(x[:-1]),  # unboxed: refused
+    "inplace_disjoint_views": lambda x: x[:3].add_(x[3:]),  # unboxed: computed
+    "index_put_partial_overlap": lambda x: x.index_put_((torch.tensor([0, 1], device=x.device),), x[1:3]),
+    "cat_out_partial_overlap": lambda x: torch.cat([x[:2], x[2:3]], out=x[1:4]),  # boxed: refused
+    # The kernel resizes an out= view past the end of the storage its inputs view.
+    "cat_out_grows_the_inputs_storage": lambda x: torch.cat([x[:2], x[2:4]], out=x[6:]),
+    "two_outs_of_one_storage_resized": lambda x: _aminmax_into_views_of(x.new_empty(0), x, (0, 0), (0, 0)),
+    "two_outs_into_one_buffer": lambda x: _aminmax_into_views_of(x.new_zeros(6), x, (0, 3), (3, 6)),
+}
+
+
+def _aminmax_into_views_of(buffer, x, min_range, max_range):
+    """aminmax with its two out= tensors views of one buffer; empty views are resized by the kernel."""
+    minimum, maximum = buffer[slice(*min_range)], buffer[slice(*max_range)]
+    torch.aminmax(x.view(2, 3), dim=0, out=(minimum, maximum))
+    return minimum, maximum, buffer
+
+
+def run_capturing_errors(fn, x):
+    try:
+        return fn(x), x
+    except RuntimeError as error:
+        return str(error).splitlines()[0]
+
+
+def storage_facts(value):
+    if isinstance(value, torch.Tensor):
+        return (value.untyped_storage().nbytes(), value.storage_offset())
+    if isinstance(value, (list, tuple)):
+        return [storage_facts(v) for v in value]
+    return None
+
+
+@pytest.mark.parametrize("name", sorted(SHARED_STORAGE))
+def test_arguments_sharing_a_storage_behave_as_on_the_target(name, target):
+    fn = SHARED_STORAGE[name]
+    expected = run_capturing_errors(fn, torch.arange(6.0, device=target))
+    result = run_capturing_errors(fn, torch.arange(6.0, device="accel"))
+    if isinstance(expected, str):
+        assert result == expected  # the target's error, word for word
+        return
+    assert not isinstance(result, str), result
+    assert_bitwise(result, expected, target)  # the results and the input, after the call
+    assert storage_facts(result) == storage_facts(expected)
+
+
 def test_kernel_view_results_share_accel_storage():
     x = torch.arange(12.0, device="accel")
     before = fallback_calls()

@@ -36,7 +36,11 @@ void copyOnTarget(const at::Tensor& dst, const at::Tensor& src, bool non_blockin
   const auto& accel = isAccel(dst) ? dst : src;
   RecordDeviceActivity kernel(kCopy, accel.device().index());
   auto target_dst = targetIfAccel(dst);
-  auto target_src = targetIfAccel(src);
+  // Views of one accel storage are views of one target storage, so that the
+  // target's copy_ sees an overlap (an error) or the same data (nothing to do).
+  auto target_src = isAccel(dst) && isAccel(src) && dst.storage().is_alias_of(src.storage())
+                        ? c10::MaybeOwned<at::Tensor>::owned(toTargetSharingStorage(src, *target_dst))
+                        : targetIfAccel(src);
   target_dst->copy_(*target_src, non_blocking);
   // The next copy or operator call can reuse the views.
   if (isAccel(dst)) {

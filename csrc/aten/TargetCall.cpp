@@ -3,6 +3,7 @@
 
 #include <c10/core/TensorImpl.h>
 
+#include <algorithm>
 #include <atomic>
 #include <string_view>
 
@@ -104,9 +105,20 @@ at::Tensor TargetCall::mapTensor(c10::MaybeOwned<at::Tensor> accel, bool is_muta
       accel->layout(),
       "; accel supports strided tensors only");
   noteDevice(accel->device().index());
+  // Another view of a storage already mapped (x[1:] and x[:-1]) gets a
+  // view of the same target storage, or the target kernel could not tell
+  // that the two overlap.
+  const c10::StorageImpl* accel_storage = accel->storage().unsafeGetStorageImpl();
+  const MappedTensor* same_storage = nullptr;
+  for (const auto& mapped : inputs_) {
+    if (mapped.accel->storage().unsafeGetStorageImpl() == accel_storage) {
+      same_storage = &mapped;
+      break;
+    }
+  }
   // Resizable even when not written to here: the same tensor may come back
   // as a mutable argument later in the argument list.
-  at::Tensor target = toResizableTarget(*accel);
+  at::Tensor target = same_storage ? toTargetSharingStorage(*accel, same_storage->target) : toResizableTarget(*accel);
   c10::StorageImpl* target_storage = target.storage().unsafeGetStorageImpl();
   inputs_.push_back({std::move(accel), target, target_storage, is_mutable});
   return target;
@@ -225,16 +237,24 @@ void TargetCall::throwOutOfMemory(const c10::OutOfMemoryError& e) const {
 // --- Results -------------------------------------------------------------------
 
 void TargetCall::syncBack() {
+  // Target storages whose new memory has moved to their accel storage: views
+  // of one storage share it (mapTensor), and it moves once.
+  c10::SmallVector<const c10::StorageImpl*, 4> synced;
   for (auto& mapped : inputs_) {
-    if (mapped.mutable_) {
-      syncBack(mapped);
+    if (!mapped.mutable_) {
+      continue;
     }
+    const bool storage_synced = std::find(synced.begin(), synced.end(), mapped.target_storage) != synced.end();
+    if (!storage_synced) {
+      synced.push_back(mapped.target_storage);
+    }
+    syncBack(mapped, /*storage_synced=*/storage_synced);
   }
 }
 
 // A mutated argument whose kernel replaced or resized its storage, or
 // changed its sizes or strides, passes the change on to the accel tensor.
-void TargetCall::syncBack(const MappedTensor& mapped) {
+void TargetCall::syncBack(const MappedTensor& mapped, bool storage_synced) {
   const at::Tensor& accel_tensor = *mapped.accel;
   c10::TensorImpl* accel = accel_tensor.unsafeGetTensorImpl();
   const at::Tensor& target = mapped.target;
@@ -242,8 +262,8 @@ void TargetCall::syncBack(const MappedTensor& mapped) {
   if (target_storage != mapped.target_storage) {
     accel->set_storage_keep_dtype(storageForReplacement(target.storage()));
   } else if (
-      target_storage->data() != accel_tensor.storage().data() ||
-      target_storage->nbytes() != accel_tensor.storage().nbytes()) {
+      !storage_synced && (target_storage->data() != accel_tensor.storage().data() ||
+                          target_storage->nbytes() != accel_tensor.storage().nbytes())) {
     // Resized into new memory: the accel storage (shared by every view of
     // it) takes the new allocation, as a resize on the target would.
     c10::DataPtr data = target_storage->set_data_ptr(c10::DataPtr(nullptr, target_storage->device()));

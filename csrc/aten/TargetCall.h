@@ -11,7 +11,8 @@
 //
 //   1. arguments, in schema order: each accel tensor is replaced by a target
 //      view over the same memory (mapTensor; the same view when the same
-//      tensor comes twice), other tensors are noted for the device check
+//      tensor comes twice, views of one storage when tensors share an accel
+//      storage, so that overlaps are seen), other tensors are noted for the device check
 //      (noteOtherTensor), accel devices and generators become the target's
 //      (mapDevice, mapGenerator);
 //   2. prepare(): the call's accel device is settled and CUDA's device rules
@@ -119,7 +120,9 @@ private:
   struct MappedTensor {
     c10::MaybeOwned<at::Tensor> accel;
     at::Tensor target;
-    c10::StorageImpl* target_storage; // the storage the target view was created with
+    // The storage the target view was created with; views of one accel
+    // storage share one (see mapTensor).
+    c10::StorageImpl* target_storage;
     bool mutable_;
   };
 
@@ -142,7 +145,7 @@ private:
   c10::Storage adoptStorage(const c10::Storage& target);
   c10::Storage adoptOrCopy(c10::StorageImpl* target);
   c10::DataPtr copyToAccel(const void* data, size_t nbytes) const;
-  void syncBack(const MappedTensor& mapped);
+  void syncBack(const MappedTensor& mapped, bool storage_synced);
   c10::Storage storageForReplacement(const c10::Storage& target);
 
   const c10::OperatorHandle& op_;

@@ -13,13 +13,32 @@ c10::Allocator* targetAllocator() {
   return allocator;
 }
 
-c10::intrusive_ptr<c10::TensorImpl>
-targetImpl(c10::DataPtr data, size_t nbytes, caffe2::TypeMeta dtype, bool resizable = false) {
-  c10::Storage storage(
-      c10::Storage::use_byte_size_t(), nbytes, std::move(data), resizable ? targetAllocator() : nullptr, resizable);
+c10::intrusive_ptr<c10::TensorImpl> targetImpl(c10::Storage storage, caffe2::TypeMeta dtype) {
   auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(targetDispatchKey()), dtype);
   impl->remove_autograd_key();
   return impl;
+}
+
+c10::intrusive_ptr<c10::TensorImpl>
+targetImpl(c10::DataPtr data, size_t nbytes, caffe2::TypeMeta dtype, bool resizable = false) {
+  return targetImpl(
+      c10::Storage(
+          c10::Storage::use_byte_size_t(), nbytes, std::move(data), resizable ? targetAllocator() : nullptr, resizable),
+      dtype);
+}
+
+// Gives a target view `accel`'s sizes, strides, offset and lazy bits.
+at::Tensor withViewMetadata(c10::intrusive_ptr<c10::TensorImpl> impl, const at::Tensor& accel) {
+  // A recycled view often had these very sizes already (operators run on
+  // tensors of few shapes); setting them recomputes the contiguity flags.
+  if (impl->sizes() != accel.sizes() || impl->strides() != accel.strides() ||
+      impl->storage_offset() != accel.storage_offset()) {
+    impl->set_sizes_and_strides(accel.sizes(), accel.strides(), accel.storage_offset());
+  }
+  // Kernels that handle lazy conjugation/negation themselves see the bits.
+  impl->_set_conj(accel.is_conj());
+  impl->_set_neg(accel.is_neg());
+  return at::Tensor(std::move(impl));
 }
 
 // The DataPtr of a target tensor that owns nothing.
@@ -118,17 +137,8 @@ at::Tensor targetOver(const at::Tensor& accel, bool resizable, bool keep_alive) 
   const c10::Storage& storage = accel.storage();
   const c10::DeviceIndex device = accel.device().index();
   auto data = keep_alive ? retainingData(storage, device) : borrowedData(const_cast<void*>(storage.data()), device);
-  auto impl = viewImpl(std::move(data), storage.nbytes(), accel.dtype(), resizable, /*may_recycle=*/!keep_alive);
-  // A recycled view often had these very sizes already (operators run on
-  // tensors of few shapes); setting them recomputes the contiguity flags.
-  if (impl->sizes() != accel.sizes() || impl->strides() != accel.strides() ||
-      impl->storage_offset() != accel.storage_offset()) {
-    impl->set_sizes_and_strides(accel.sizes(), accel.strides(), accel.storage_offset());
-  }
-  // Kernels that handle lazy conjugation/negation themselves see the bits.
-  impl->_set_conj(accel.is_conj());
-  impl->_set_neg(accel.is_neg());
-  return at::Tensor(std::move(impl));
+  return withViewMetadata(
+      viewImpl(std::move(data), storage.nbytes(), accel.dtype(), resizable, /*may_recycle=*/!keep_alive), accel);
 }
 
 } // namespace
@@ -139,6 +149,12 @@ at::Tensor toTarget(const at::Tensor& accel) {
 
 at::Tensor toResizableTarget(const at::Tensor& accel) {
   return targetOver(accel, /*resizable=*/true, /*keep_alive=*/false);
+}
+
+at::Tensor toTargetSharingStorage(const at::Tensor& accel, const at::Tensor& same_storage) {
+  TORCH_INTERNAL_ASSERT(accel.device().type() == c10::DeviceType::PrivateUse1);
+  TORCH_INTERNAL_ASSERT(same_storage.storage().data() == accel.storage().data());
+  return withViewMetadata(targetImpl(same_storage.storage(), accel.dtype()), accel);
 }
 
 at::Tensor toTargetKeepingAlive(const at::Tensor& accel) {

@@ -16,6 +16,15 @@ at::Tensor toTarget(const at::Tensor& accel);
 // metadata back to `accel` afterwards.
 at::Tensor toResizableTarget(const at::Tensor& accel);
 
+// toResizableTarget for an accel tensor whose storage an existing target view
+// already stands for: `same_storage`, made (by the same call) for an accel
+// tensor with the same accel storage. The new view shares its storage, so
+// that two accel views of one buffer are two target views of one buffer:
+// ATen's overlap checks and same-data shortcuts (Storage::is_alias_of) then
+// see what they would see on the target, and a kernel that resizes one sees
+// the other follow.
+at::Tensor toTargetSharingStorage(const at::Tensor& accel, const at::Tensor& same_storage);
+
 // toTarget whose storage keeps `accel`'s storage alive, for target tensors
 // that code may hold after the call returns: a c10d engine keeps a
 // collective's tensors until its work completes, and the caller may drop the
