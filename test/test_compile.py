@@ -165,6 +165,27 @@ def test_cuda_runtime_generates_triton_launched_on_the_accel_stream():
     assert re.search(r"triton_\w+\.run\(.*stream=stream1\)", code)
 
 
+def test_accel_is_a_gpu_type_on_the_cuda_runtime_before_anything_is_traced():
+    from torch._inductor.utils import is_gpu
+
+    assert is_gpu("accel") == (RUNTIME == "cuda")
+    # The CUDA runtime's case, checked on either runtime: loading Dynamo is
+    # enough (AOTAutograd asks is_gpu while it traces the first graph, before
+    # Inductor registers backends).
+    proc = run_python(
+        """
+        import sys
+        import torch, torch_accel
+        torch_accel.runtime = lambda: "cuda"
+        import torch._dynamo
+        from torch._inductor import utils
+        print(utils.is_gpu("accel"), utils.get_gpu_type(), "torch._inductor.codegen.common" in sys.modules)
+        """
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True", "cuda", "False"]
+
+
 def test_codegen_identity_differs_by_runtime():
     from torch_accel._inductor_codegen import AccelCodegenIdentity
 

@@ -1,46 +1,68 @@
-"""Registers accel's Dynamo device interface when, and only when, Dynamo loads.
+"""Registers accel with Dynamo and Inductor's device lists when, and only when, they load.
 
-``import torch_accel`` must not pay for importing torch._dynamo. If Dynamo's
-device-interface module is already loaded, accel registers at once; otherwise
-a one-shot import hook registers right after that module first executes.
+``import torch_accel`` must not pay for importing torch._dynamo or Inductor.
+Two registrations must happen as soon as the module they concern has executed,
+whoever imports it first:
+
+- accel's Dynamo device interface, with torch._dynamo.device_interface;
+- on the CUDA runtime, accel among Inductor's GPU types, in
+  torch._inductor.utils (which Dynamo imports): AOTAutograd asks is_gpu while
+  it traces the first graph, before Inductor registers accel's backend (see
+  _inductor_patches.patch_gpu_types). Not from the device-interface hook:
+  torch._inductor.utils imports that module halfway through its own execution.
+
+call_after_import() runs a function right after a module first executes (at
+once if it has), through a one-shot import hook.
 """
 
 import importlib.abc
 import importlib.machinery
 import sys
 from types import ModuleType
-from typing import Optional, Sequence
-
-_DEVICE_INTERFACE_MODULE = "torch._dynamo.device_interface"
+from typing import Callable, Optional, Sequence
 
 
-def _register() -> None:
+def _register_interface() -> None:
     from ._dynamo_interface import register_accel_interface
 
     register_accel_interface()
 
 
-class _LoaderThenRegister(importlib.abc.Loader):
-    """Runs the real loader, then registers accel's interface."""
+def _join_gpu_types() -> None:
+    import torch_accel
 
-    def __init__(self, loader: importlib.abc.Loader) -> None:
+    if torch_accel.runtime() == "cuda":
+        from ._inductor_patches import patch_gpu_types
+
+        patch_gpu_types()
+
+
+class _LoaderThenCall(importlib.abc.Loader):
+    """Runs the real loader, then the callback."""
+
+    def __init__(self, loader: importlib.abc.Loader, callback: Callable[[], None]) -> None:
         self._loader = loader
+        self._callback = callback
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> Optional[ModuleType]:
         return self._loader.create_module(spec)
 
     def exec_module(self, module: ModuleType) -> None:
         self._loader.exec_module(module)
-        _register()
+        self._callback()
 
 
-class _RegisterAfterImport(importlib.abc.MetaPathFinder):
-    """Finds Dynamo's device-interface module through the other finders, wrapping its loader."""
+class _CallAfterImport(importlib.abc.MetaPathFinder):
+    """Finds one module through the other finders, wrapping its loader."""
+
+    def __init__(self, fullname: str, callback: Callable[[], None]) -> None:
+        self.fullname = fullname
+        self._callback = callback
 
     def find_spec(
         self, fullname: str, path: Optional[Sequence[str]], target: Optional[ModuleType] = None
     ) -> Optional[importlib.machinery.ModuleSpec]:
-        if fullname != _DEVICE_INTERFACE_MODULE:
+        if fullname != self.fullname:
             return None
         sys.meta_path.remove(self)  # one shot
         for finder in sys.meta_path:
@@ -48,13 +70,19 @@ class _RegisterAfterImport(importlib.abc.MetaPathFinder):
             spec = find_spec(fullname, path, target) if find_spec else None
             if spec is not None:
                 if spec.loader is not None:
-                    spec.loader = _LoaderThenRegister(spec.loader)
+                    spec.loader = _LoaderThenCall(spec.loader, self._callback)
                 return spec
         return None
 
 
+def call_after_import(fullname: str, callback: Callable[[], None]) -> None:
+    """Call ``callback`` once module ``fullname`` has executed: now if it has, else right after it does."""
+    if fullname in sys.modules:
+        callback()
+    elif not any(isinstance(finder, _CallAfterImport) and finder.fullname == fullname for finder in sys.meta_path):
+        sys.meta_path.insert(0, _CallAfterImport(fullname, callback))
+
+
 def register_when_dynamo_loads() -> None:
-    if _DEVICE_INTERFACE_MODULE in sys.modules:
-        _register()
-    elif not any(isinstance(finder, _RegisterAfterImport) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _RegisterAfterImport())
+    call_after_import("torch._dynamo.device_interface", _register_interface)
+    call_after_import("torch._inductor.utils", _join_gpu_types)

@@ -190,9 +190,16 @@ def _patch_get_current_backend(runtime: str) -> None:
 # joins GPU_TYPES. torch._inductor.utils.get_gpu_type (cached) asserts that at
 # most one *available* type in GPU_TYPES exists; it is evaluated first, so it
 # keeps answering "cuda", the GPU accel runs on.
+#
+# When: as soon as torch._inductor.utils has executed (_dynamo_registration;
+# Dynamo imports it), not when accel's backend registers. Inductor registers backends only once AOTAutograd has
+# traced the first graph (compile_fx's _compile_fx_inner), and the tracing
+# already asks is_gpu: convolution_backward's decomposition, for one, applies
+# only to GPU types. Patched later, the first graph of a process would be
+# traced as for a CPU and later graphs as for cuda.
 
 
-def _patch_gpu_types() -> None:
+def patch_gpu_types() -> None:
     from torch._inductor import utils
 
     if not _first_patch("torch._inductor.utils.is_gpu", utils.is_gpu):
@@ -450,5 +457,5 @@ def apply_inductor_patches(runtime: str) -> None:
     _patch_convolution_lowering()
     _patch_cudagraph_skip_message()
     if runtime == "cuda":
-        _patch_gpu_types()
+        patch_gpu_types()  # applied when Dynamo loaded; here for a registration without Dynamo's interface
         _patch_device_properties()
