@@ -191,14 +191,18 @@ def bench_streams(quick: bool) -> list[dict]:
 def subprocess_model_step(model_name: str, compiled: bool, large: bool) -> dict:
     """The target's step in a process without torch_accel (CUDA: see workloads.py)."""
     env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
-    out = subprocess.run(
+    proc = subprocess.run(
         [sys.executable, os.path.join(HERE, "workloads.py"), TARGET, model_name, str(int(compiled)), str(int(large))],
         env=env,
         capture_output=True,
         text=True,
-        check=True,
-    ).stdout
-    return json.loads(out.strip().splitlines()[-1])
+        timeout=300,  # a hung child must not take the whole run with it
+    )
+    if proc.returncode != 0:
+        # One line (the results table's error cell) that says why.
+        reason = " | ".join(proc.stderr.strip().splitlines()[-3:])
+        raise RuntimeError(f"the {TARGET} reference step (child process) exited with {proc.returncode}: {reason}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def model_steps(model_name: str, compiled: bool, large: bool, repeats: int) -> tuple[dict, dict]:

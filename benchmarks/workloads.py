@@ -100,6 +100,8 @@ def build_model(model_name: str, large: bool) -> tuple[nn.Module, torch.Tensor, 
         dim, batch, seq = (1024, 16, 512) if large else (128, 8, 64)
         model = TransformerBlock(dim, heads=8 if large else 4)
         return model, torch.randn(batch, seq, dim), torch.randn(batch, seq, dim), nn.functional.mse_loss
+    if model_name != "cnn":
+        raise ValueError(f"no benchmark model {model_name!r}; expected 'transformer' or 'cnn'")
     batch, size = (128, 64) if large else (16, 32)
     model = make_cnn()
     return model, torch.randn(batch, 3, size, size), torch.randint(0, 10, (batch,)), nn.functional.cross_entropy
