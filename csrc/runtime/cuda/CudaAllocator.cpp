@@ -7,8 +7,7 @@
 #include <csrc/runtime/cuda/CudaAllocator.h>
 
 #include <c10/cuda/CUDACachingAllocator.h>
-
-#include <cuda_runtime_api.h>
+#include <c10/cuda/CUDAFunctions.h>
 
 namespace torch_accel {
 namespace {
@@ -20,9 +19,10 @@ public:
     try {
       data_ptr = cuda()->allocate(nbytes);
     } catch (const c10::OutOfMemoryError& e) {
-      // CUDA's message names cuda:N; accel users need to see accel:N.
-      int device = 0;
-      cudaGetDevice(&device);
+      // CUDA's message names cuda:N; accel users need to see accel:N. c10's
+      // current device, not cudaGetDevice: a guard that restored a device
+      // without a context has set it in c10 only (c10::cuda::MaybeSetDevice).
+      const int device = c10::cuda::current_device();
       TORCH_CHECK_WITH(
           OutOfMemoryError,
           false,
