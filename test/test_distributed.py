@@ -12,9 +12,11 @@ Registration, process-group creation and the error cases run in this process,
 in one-rank groups.
 """
 
+import datetime
 import os
 import subprocess
 import sys
+import types
 import warnings
 
 import pytest
@@ -232,6 +234,32 @@ def test_accel_backend_is_registered_for_the_accel_device():
 
 def test_engine_is_the_targets_default_backend(target):
     assert _distributed.engine_name() == dist.Backend.default_device_backend_map[target]
+
+
+@pytest.mark.skipif(not dist.is_nccl_available(), reason="this torch has no NCCL")
+@pytest.mark.parametrize("before", [None, "0"])
+def test_nccl_engine_holds_tensors_rather_than_recording_streams(monkeypatch, before):
+    # The CUDA runtime's engine, made on either runtime (nothing is connected):
+    # the variable is in force while ProcessGroupNCCL is constructed (which
+    # reads it), and as it was afterwards.
+    seen = []
+
+    class RecordingProcessGroupNCCL:
+        Options = dist.ProcessGroupNCCL.Options
+
+        def __init__(self, store, rank, size, options):
+            seen.append(os.environ.get("TORCH_NCCL_AVOID_RECORD_STREAMS"))
+
+    if before is None:
+        monkeypatch.delenv("TORCH_NCCL_AVOID_RECORD_STREAMS", raising=False)
+    else:
+        monkeypatch.setenv("TORCH_NCCL_AVOID_RECORD_STREAMS", before)
+    monkeypatch.setattr(dist, "ProcessGroupNCCL", RecordingProcessGroupNCCL)
+    group = types.SimpleNamespace(global_ranks_in_group=[0], group_id="0")
+    engine = _distributed._new_nccl(None, 0, 1, datetime.timedelta(seconds=5), group, None)
+    assert isinstance(engine, RecordingProcessGroupNCCL)
+    assert seen == ["1"]
+    assert os.environ.get("TORCH_NCCL_AVOID_RECORD_STREAMS") == before
 
 
 @pytest.mark.parametrize("backend", [None, "accel", "cpu:gloo,accel:accel"])

@@ -16,6 +16,7 @@ torch.distributed.distributed_c10d is already loaded by ``import torch`` (in
 torch 2.11), so registering costs no imports.
 """
 
+import os
 from datetime import timedelta
 from typing import Any, Callable
 
@@ -25,6 +26,7 @@ from . import _C
 
 BACKEND_NAME = "accel"
 DEVICE_TYPE = "accel"
+_AVOID_RECORD_STREAMS = "TORCH_NCCL_AVOID_RECORD_STREAMS"
 
 
 def _new_gloo(store: Any, rank: int, size: int, timeout: timedelta, options: Any, backend_options: Any) -> Any:
@@ -55,7 +57,22 @@ def _new_nccl(store: Any, rank: int, size: int, timeout: timedelta, options: Any
     backend_options._timeout = timeout
     backend_options.global_ranks_in_group = options.global_ranks_in_group
     backend_options.group_name = options.group_id
-    return dist.ProcessGroupNCCL(store, rank, size, backend_options)
+    # ProcessGroupNCCL keeps the memory of tensors that its streams still use
+    # from being reused either by recordStream, which CUDA's caching allocator
+    # ignores for the engine's target tensors (their DataPtrs are not the
+    # allocator's), or, with TORCH_NCCL_AVOID_RECORD_STREAMS, by holding the
+    # tensors until the caller's streams wait for the work; accel's target
+    # tensors hold the accel memory (toTargetKeepingAlive), so accel needs the
+    # latter. The constructor reads the variable: it is set for this group only.
+    saved = os.environ.get(_AVOID_RECORD_STREAMS)
+    os.environ[_AVOID_RECORD_STREAMS] = "1"
+    try:
+        return dist.ProcessGroupNCCL(store, rank, size, backend_options)
+    finally:
+        if saved is None:
+            del os.environ[_AVOID_RECORD_STREAMS]
+        else:
+            os.environ[_AVOID_RECORD_STREAMS] = saved
 
 
 # How to create each engine torch.distributed may name as the default backend
