@@ -122,6 +122,9 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch_accel._inductor_registration import register
 
+# The CUDA runtime as Inductor and the patches see it: Triton, and a cuda target.
+torch_accel.runtime = lambda: "cuda"
+torch_accel._target_device_type = lambda: "cuda"
 register("cuda")
 
 h100 = types.SimpleNamespace(
@@ -136,7 +139,7 @@ torch.cuda.get_device_capability = lambda device=None: (9, 0)
 scheduler.has_triton = lambda: True
 triton_utils.triton_hash_with_backend = lambda: "no-gpu"
 
-fn = lambda t: torch.softmax(torch.relu(t) @ t.t(), -1) * 2 + 1
+fn = lambda t: torch.softmax(torch.relu(t) @ t.t(), -1) / 3 + 1
 mode = FakeTensorMode()
 with mode:
     x = torch.empty(64, 64, device="accel:1")
@@ -155,6 +158,9 @@ def test_cuda_runtime_generates_triton_launched_on_the_accel_stream():
     assert proc.returncode == 0, proc.stderr
     code = proc.stdout
     assert code.count("@triton.jit") == 2 and "cpp_fused" not in code
+    # Decided as for cuda, accel's target there: a division by a constant is a
+    # multiplication by its reciprocal (for a cpu target, a division).
+    assert "0.3333333333333333, tl.float32" in code and "3.0, tl.float32" not in code
     # Compiled for the CUDA target, as a kernel for cuda:1 (accel:1 is cuda:1).
     assert "'device': DeviceProperties(type='cuda', index=1," in code
     # The wrapper guards accel:1, allocates there, and launches on the accel current stream.
