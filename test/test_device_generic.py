@@ -371,8 +371,8 @@ class TestModules(TestCase):
             reference_module.train(training)
             accel_module = copy.deepcopy(reference_module).to(ACCEL)
             # Another device type's generator draws other numbers.
-            random = GRAD_MODE != EXACT and module_draws_random_numbers(reference_module)
-            input_mode = METADATA if random else mode
+            draws_random = GRAD_MODE != EXACT and module_draws_random_numbers(reference_module)
+            input_mode = METADATA if draws_random else mode
             runs = {}
             for kind, module in ((GRAD_REFERENCE, reference_module), (ACCEL, accel_module)):
                 forward = Copier(kind, source=GRAD_REFERENCE, requires_grad=True).tree(

@@ -64,15 +64,10 @@ def _new_nccl(store: Any, rank: int, size: int, timeout: timedelta, options: Any
     # tensors until the caller's streams wait for the work; accel's target
     # tensors hold the accel memory (toTargetKeepingAlive), so accel needs the
     # latter. The constructor reads the variable: it is set for this group only.
-    saved = os.environ.get(_AVOID_RECORD_STREAMS)
-    os.environ[_AVOID_RECORD_STREAMS] = "1"
-    try:
+    from unittest import mock
+
+    with mock.patch.dict(os.environ, {_AVOID_RECORD_STREAMS: "1"}):
         return dist.ProcessGroupNCCL(store, rank, size, backend_options)
-    finally:
-        if saved is None:
-            del os.environ[_AVOID_RECORD_STREAMS]
-        else:
-            os.environ[_AVOID_RECORD_STREAMS] = saved
 
 
 # How to create each engine torch.distributed may name as the default backend

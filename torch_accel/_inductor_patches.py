@@ -192,11 +192,12 @@ def _patch_get_current_backend(runtime: str) -> None:
 # keeps answering "cuda", the GPU accel runs on.
 #
 # When: as soon as torch._inductor.utils has executed (_dynamo_registration;
-# Dynamo imports it), not when accel's backend registers. Inductor registers backends only once AOTAutograd has
-# traced the first graph (compile_fx's _compile_fx_inner), and the tracing
-# already asks is_gpu: convolution_backward's decomposition, for one, applies
-# only to GPU types. Patched later, the first graph of a process would be
-# traced as for a CPU and later graphs as for cuda.
+# Dynamo imports it), not when accel's backend registers. Inductor registers
+# backends only once AOTAutograd has traced the first graph (compile_fx's
+# _compile_fx_inner), and the tracing already asks is_gpu:
+# convolution_backward's decomposition, for one, applies only to GPU types.
+# Patched later, the first graph of a process would be traced as for a CPU and
+# later graphs as for cuda.
 
 
 def patch_gpu_types() -> None:
@@ -457,5 +458,5 @@ def apply_inductor_patches(runtime: str) -> None:
     _patch_convolution_lowering()
     _patch_cudagraph_skip_message()
     if runtime == "cuda":
-        patch_gpu_types()  # applied when Dynamo loaded; here for a registration without Dynamo's interface
+        patch_gpu_types()  # applied once torch._inductor.utils loaded; a no-op then
         _patch_device_properties()
