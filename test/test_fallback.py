@@ -401,6 +401,78 @@ def test_out_on_the_wrong_device_is_an_error():
     assert torch.equal(out, out)  # out untouched and valid
 
 
+def assert_cpu_tensor_intact(tensor, shape, data_ptr):
+    # Still a CPU tensor over its own CPU memory: readable, printable.
+    assert tensor.device.type == "cpu" and tensor.untyped_storage().device.type == "cpu"
+    assert tensor.shape == shape and tensor.untyped_storage().data_ptr() == data_ptr
+    repr(tensor)
+
+
+@pytest.mark.parametrize(
+    "call, dtype",
+    [
+        (lambda a, out: torch.add(a, a, out=out), torch.float32),
+        (lambda a, out: torch.sin(a, out=out), torch.float32),
+        (lambda a, out: torch.nonzero(a, out=out), torch.int64),
+        (lambda a, out: torch.sum(a, 0, out=out), torch.float32),
+        (lambda a, out: torch.mm(a.view(2, 2), a.view(2, 2), out=out), torch.float32),
+    ],
+    ids=["add", "sin", "nonzero", "sum", "mm"],
+)
+@pytest.mark.parametrize("shape", [(), (4,), (0,)], ids=["0-dim", "1-dim", "empty"])
+def test_out_on_the_cpu_is_an_error_whatever_its_shape(call, dtype, shape):
+    # cuda refuses every out= tensor on another device; a CPU out= must never
+    # end up over accel memory (resized by the target kernel into it).
+    a = torch.arange(4.0, device="accel")
+    out = torch.zeros(shape, dtype=dtype)
+    data_ptr = out.untyped_storage().data_ptr()
+    with pytest.raises(RuntimeError, match=r"same device.*accel:0 and cpu"):
+        call(a, out)
+    assert_cpu_tensor_intact(out, torch.Size(shape), data_ptr)
+
+
+def test_in_place_on_a_cpu_tensor_with_accel_operands_is_an_error():
+    a = torch.ones(4, device="accel")
+    for cpu in (torch.zeros(4), torch.zeros(())):
+        data_ptr = cpu.untyped_storage().data_ptr()
+        with pytest.raises(RuntimeError, match=r"same device.*accel:0 and cpu"):
+            cpu.add_(a if cpu.dim() else a[0])  # add_.Tensor: an unboxed kernel
+        with pytest.raises(RuntimeError, match=r"same device.*accel:0 and cpu"):
+            cpu.atan2_(a if cpu.dim() else a[0])  # the boxed fallback
+        assert_cpu_tensor_intact(cpu, cpu.shape, data_ptr)
+        assert (cpu == 0).all()
+
+
+def test_index_put_takes_cpu_indices_and_cpu_scalars_but_not_cpu_values(target):
+    # CUDA's index kernels move CPU index tensors, and a 0-dim CPU value, to the
+    # device; a CPU value tensor of any other shape is refused.
+    x = torch.zeros(4, device="accel")
+    x[torch.tensor([0, 2])] = torch.tensor(3.0)
+    torch.index_put_(x, (torch.tensor([1]),), torch.tensor(5.0), accumulate=True)
+    assert x.cpu().tolist() == [3.0, 5.0, 3.0, 0.0]
+    with pytest.raises(RuntimeError, match=r"same device.*accel:0 and cpu.*_index_put_impl_"):
+        x[torch.tensor([0, 1])] = torch.tensor([1.0, 2.0])  # the unboxed _index_put_impl_
+    with pytest.raises(RuntimeError, match=r"same device.*accel:0 and cpu.*index_put"):
+        torch.index_put(x, (torch.tensor([0, 1]),), torch.tensor([1.0, 2.0]))  # the boxed fallback
+    with pytest.raises(RuntimeError, match=r"same device.*accel:0 and cpu"):
+        x.index_select(0, torch.tensor([0, 1]))  # only the index family takes CPU indices
+    assert x.cpu().tolist() == [3.0, 5.0, 3.0, 0.0]
+
+
+def test_copies_between_accel_and_cpu_take_any_shape(target):
+    # copy_ moves data between devices (as on cuda): 0-dim or not, either way,
+    # and the CPU side keeps its own memory.
+    a = torch.arange(4.0, device="accel")
+    for cpu in (torch.zeros(4), torch.zeros(())):
+        data_ptr = cpu.untyped_storage().data_ptr()
+        cpu.copy_(a if cpu.dim() else a[3])
+        assert_cpu_tensor_intact(cpu, cpu.shape, data_ptr)
+        b = torch.zeros(cpu.shape, device="accel")
+        b.copy_(cpu + 1)
+        assert torch.equal(b.cpu(), cpu + 1)
+    assert torch.zeros(4).copy_(a).tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
 def test_out_on_another_accel_device_is_an_error(two_devices):
     x = torch.randn(3, device="accel:0")
     out = torch.empty(3, device="accel:1")

@@ -45,22 +45,22 @@ const OperatorFacts& factsFor(const c10::OperatorHandle& op) {
 
 // A tensor argument: the target view of an accel tensor, which the call keeps
 // (moved off the stack, as the stack slot takes the view).
-c10::IValue mapTensorValue(TargetCall& call, at::Tensor tensor, bool is_mutable) {
+c10::IValue mapTensorValue(TargetCall& call, at::Tensor tensor, size_t index, bool is_mutable) {
   if (isAccel(tensor)) {
     return call.mapTensor(c10::MaybeOwned<at::Tensor>::owned(std::move(tensor)), is_mutable);
   }
   if (tensor.defined()) {
-    call.noteOtherTensor(tensor);
+    call.noteOtherTensor(tensor, index);
   }
   return tensor;
 }
 
-at::Tensor mapListTensor(TargetCall& call, const at::Tensor& tensor, bool is_mutable) {
+at::Tensor mapListTensor(TargetCall& call, const at::Tensor& tensor, size_t index, bool is_mutable) {
   if (isAccel(tensor)) {
     return call.mapTensor(c10::MaybeOwned<at::Tensor>::owned(at::Tensor(tensor)), is_mutable);
   }
   if (tensor.defined()) {
-    call.noteOtherTensor(tensor);
+    call.noteOtherTensor(tensor, index);
   }
   return tensor;
 }
@@ -74,13 +74,13 @@ void mapArgument(
     c10::SmallVector<size_t, 1>& default_generator_args) {
   const bool is_mutable = facts.mutable_arguments[index];
   if (value.isTensor()) {
-    value = mapTensorValue(call, std::move(value).toTensor(), is_mutable);
+    value = mapTensorValue(call, std::move(value).toTensor(), index, is_mutable);
   } else if (value.isTensorList()) {
     auto list = value.toTensorList();
     c10::List<at::Tensor> mapped;
     mapped.reserve(list.size());
     for (const at::Tensor& tensor : list) {
-      mapped.push_back(mapListTensor(call, tensor, is_mutable));
+      mapped.push_back(mapListTensor(call, tensor, index, is_mutable));
     }
     value = mapped;
   } else if (value.isOptionalTensorList()) {
@@ -89,7 +89,8 @@ void mapArgument(
     mapped.reserve(list.size());
     for (const std::optional<at::Tensor>& tensor : list) {
       mapped.push_back(
-          tensor.has_value() ? std::optional<at::Tensor>(mapListTensor(call, *tensor, is_mutable)) : std::nullopt);
+          tensor.has_value() ? std::optional<at::Tensor>(mapListTensor(call, *tensor, index, is_mutable))
+                             : std::nullopt);
     }
     value = mapped;
   } else if (value.isDevice()) {
@@ -197,6 +198,9 @@ void runOnTarget(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     mapArgument(call, facts, i, (*stack)[begin + i], default_generator_args);
   }
   call.prepare();
+  if (facts.cuda_alert != nullptr) {
+    alertIfNondeterministicOnCuda(*facts.cuda_alert, c10::ArrayRef<c10::IValue>(*stack).slice(begin, arguments));
+  }
   for (const size_t i : default_generator_args) {
     (*stack)[begin + i] = c10::IValue(call.defaultGenerator());
   }

@@ -15,6 +15,19 @@ namespace {
 
 constexpr auto kAccel = c10::DeviceType::PrivateUse1;
 
+// With torch.use_deterministic_algorithms(True) and
+// torch.utils.deterministic.fill_uninitialized_memory (the default), a new
+// tensor reads NaN (floating and complex) or its dtype's maximum (integers,
+// bool True), as CUDA's and CPU's empty kernels make it.
+at::Tensor filledIfDeterministic(at::Tensor tensor) {
+  if (C10_UNLIKELY(
+          at::globalContext().deterministicAlgorithms() &&
+          at::globalContext().deterministicFillUninitializedMemory())) {
+    at::native::fill_empty_deterministic_(tensor);
+  }
+  return tensor;
+}
+
 // Checks what every accel factory needs and makes `device` current for the
 // allocation (a factory without an index allocates on the current device).
 c10::Device
@@ -31,7 +44,7 @@ prepareFactory(std::optional<at::Device> device, std::optional<at::Layout> layou
   return target;
 }
 
-at::Tensor empty_memory_format(
+at::Tensor allocateEmpty(
     at::IntArrayRef size,
     std::optional<at::ScalarType> dtype,
     std::optional<at::Layout> layout,
@@ -48,7 +61,7 @@ at::Tensor empty_memory_format(
       memory_format);
 }
 
-at::Tensor empty_strided(
+at::Tensor allocateEmptyStrided(
     at::IntArrayRef size,
     at::IntArrayRef stride,
     std::optional<at::ScalarType> dtype,
@@ -63,6 +76,26 @@ at::Tensor empty_strided(
       c10::GetAllocator(kAccel),
       c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
       c10::dtype_or_default(dtype));
+}
+
+at::Tensor empty_memory_format(
+    at::IntArrayRef size,
+    std::optional<at::ScalarType> dtype,
+    std::optional<at::Layout> layout,
+    std::optional<at::Device> device,
+    std::optional<bool> pin_memory,
+    std::optional<at::MemoryFormat> memory_format) {
+  return filledIfDeterministic(allocateEmpty(size, dtype, layout, device, pin_memory, memory_format));
+}
+
+at::Tensor empty_strided(
+    at::IntArrayRef size,
+    at::IntArrayRef stride,
+    std::optional<at::ScalarType> dtype,
+    std::optional<at::Layout> layout,
+    std::optional<at::Device> device,
+    std::optional<bool> pin_memory) {
+  return filledIfDeterministic(allocateEmptyStrided(size, stride, dtype, layout, device, pin_memory));
 }
 
 // A tensor that reads as zeros everywhere and owns no memory (ZeroTensor key:
@@ -96,7 +129,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 
 at::Tensor emptyStrided(at::IntArrayRef size, at::IntArrayRef stride, at::ScalarType dtype, c10::DeviceIndex device) {
   checkDeviceIndex(device);
-  return empty_strided(size, stride, dtype, std::nullopt, c10::Device(kAccel, device), std::nullopt);
+  // Never filled, like torch._C._dynamo.guards._empty_strided_cuda: the
+  // generated code writes every buffer before reading it.
+  return allocateEmptyStrided(size, stride, dtype, std::nullopt, c10::Device(kAccel, device), std::nullopt);
 }
 
 } // namespace torch_accel

@@ -1,6 +1,7 @@
 // resize_: new sizes (contiguous, or in the requested memory format); the
 // storage grows when the new shape needs more bytes and never shrinks, as on
-// CPU and CUDA.
+// CPU and CUDA (in deterministic mode, with the new bytes filled as CUDA
+// fills them: see ensureStorageFits).
 
 #include <csrc/aten/StorageResize.h>
 
@@ -24,7 +25,7 @@ const at::Tensor& resize(const at::Tensor& self, at::IntArrayRef size, std::opti
       impl->empty_tensor_restride(*memory_format);
     }
   }
-  ensureStorageFits(impl);
+  ensureStorageFits(self);
   return self;
 }
 

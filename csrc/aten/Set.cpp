@@ -21,7 +21,9 @@ at::Tensor& set_storage_offset(
   } else {
     impl->set_sizes_contiguous(size);
   }
-  ensureStorageFits(impl);
+  // A storage too small for the new shape grows, its new bytes filled in
+  // deterministic mode (see ensureStorageFits and the README).
+  ensureStorageFits(self);
   return self;
 }
 

@@ -2,7 +2,9 @@
 #include <csrc/aten/TargetTensor.h>
 
 #include <ATen/ATen.h>
+#include <ATen/Context.h>
 #include <ATen/EmptyTensor.h>
+#include <ATen/native/ResizeCommon.h>
 #include <c10/core/DeviceGuard.h>
 
 #include <algorithm>
@@ -25,19 +27,23 @@ void resizeStorageBytes(c10::StorageImpl* storage, size_t nbytes) {
   storage->set_nbytes(nbytes);
 }
 
-} // namespace torch_accel
-
-namespace torch_accel {
-
-void ensureStorageFits(c10::TensorImpl* tensor) {
-  if (tensor->numel() == 0) {
+void ensureStorageFits(const at::Tensor& tensor) {
+  c10::TensorImpl* impl = tensor.unsafeGetTensorImpl();
+  if (impl->numel() == 0) {
     return;
   }
   const size_t needed = at::detail::computeStorageNbytes(
-      tensor->sizes(), tensor->strides(), tensor->dtype().itemsize(), tensor->storage_offset());
-  c10::StorageImpl* storage = tensor->unsafe_storage().unsafeGetStorageImpl();
-  if (needed > storage->nbytes()) {
-    resizeStorageBytes(storage, needed);
+      impl->sizes(), impl->strides(), impl->dtype().itemsize(), impl->storage_offset());
+  c10::StorageImpl* storage = impl->unsafe_storage().unsafeGetStorageImpl();
+  const size_t old_nbytes = storage->nbytes();
+  if (needed <= old_nbytes) {
+    return;
+  }
+  resizeStorageBytes(storage, needed);
+  if (C10_UNLIKELY(
+          at::globalContext().deterministicAlgorithms() &&
+          at::globalContext().deterministicFillUninitializedMemory())) {
+    at::native::fill_resize_deterministic_(tensor, static_cast<int64_t>(old_nbytes));
   }
 }
 

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/StorageImpl.h>
 
 namespace torch_accel {
@@ -10,14 +11,13 @@ void resizeStorageBytes(c10::StorageImpl* storage, size_t nbytes);
 
 } // namespace torch_accel
 
-namespace c10 {
-struct TensorImpl;
-}
-
 namespace torch_accel {
 
 // Grows `tensor`'s storage when its sizes, strides and offset reach past the
-// end (as CPU's and CUDA's resize_ do); never shrinks it.
-void ensureStorageFits(c10::TensorImpl* tensor);
+// end (as CPU's and CUDA's resize_ do); never shrinks it. In deterministic
+// mode (torch.use_deterministic_algorithms with
+// torch.utils.deterministic.fill_uninitialized_memory) the new bytes are
+// filled with NaN or the dtype's maximum, as CUDA's resize_ fills them.
+void ensureStorageFits(const at::Tensor& tensor);
 
 } // namespace torch_accel

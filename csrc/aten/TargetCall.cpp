@@ -15,8 +15,10 @@ constexpr auto kAccel = c10::DeviceType::PrivateUse1;
 std::atomic<uint64_t> callCount{0};
 
 // Operators whose CUDA kernels take index tensors on the CPU and move them
-// themselves; CUDA accepts them, so accel does too.
-bool acceptsCpuTensors(const c10::OperatorName& name) {
+// themselves (ATen's AdvancedIndex): CUDA accepts them in the `indices`
+// argument (number 1 of each), so accel does too. Their other arguments
+// follow the general rule (a non-scalar CPU `values` is refused).
+int cpuIndexArgument(const c10::OperatorName& name) {
   static const std::string_view ops[] = {
       "aten::index",
       "aten::index_put",
@@ -27,10 +29,10 @@ bool acceptsCpuTensors(const c10::OperatorName& name) {
   };
   for (const auto op : ops) {
     if (name.name == op) {
-      return true;
+      return 1;
     }
   }
-  return false;
+  return -1;
 }
 
 bool isOptionalGenerator(const c10::Argument& argument) {
@@ -71,7 +73,8 @@ OperatorFacts::OperatorFacts(const c10::OperatorHandle& op) : name(op.operator_n
     takes_generator |= optional_generators.back() || argument.type()->kind() == c10::TypeKind::GeneratorType;
   }
   draws_from_default_generator = !takes_generator && op.hasTag(at::Tag::nondeterministic_seeded);
-  accepts_cpu_tensors = acceptsCpuTensors(name);
+  cpu_index_argument = cpuIndexArgument(name);
+  cuda_alert = cudaNondeterministicAlert(name);
 }
 
 TargetCall::TargetCall(const c10::OperatorHandle& op, const OperatorFacts& facts) : op_(op), facts_(facts) {
@@ -124,9 +127,15 @@ at::Tensor TargetCall::mapTensor(c10::MaybeOwned<at::Tensor> accel, bool is_muta
   return target;
 }
 
-void TargetCall::noteOtherTensor(const at::Tensor& tensor) {
-  // CUDA kernels accept CPU scalars (0-dim tensors) next to device tensors.
-  if (tensor.device().is_cpu() && tensor.dim() == 0) {
+// CUDA's rule for tensors of another device next to device tensors (what
+// TensorIterator's device check and the out= checks of structured kernels
+// apply): an input may be a CPU scalar (a 0-dim CPU tensor), or a CPU index
+// tensor of the index family; every other tensor, and every tensor written
+// to (out=, in-place), must be on the call's device. A CPU tensor written to
+// would otherwise have the target kernel resize it into accel memory.
+void TargetCall::noteOtherTensor(const at::Tensor& tensor, size_t argument) {
+  if (tensor.device().is_cpu() && !facts_.mutable_arguments[argument] &&
+      (tensor.dim() == 0 || static_cast<int>(argument) == facts_.cpu_index_argument)) {
     return;
   }
   if (!foreign_device_.has_value()) {
@@ -190,9 +199,11 @@ void TargetCall::checkDevices() const {
       facts_.name,
       ")");
   // Target kernels cannot tell accel memory from host memory on the host
-  // runtime, so the fallback enforces CUDA's rule on every runtime.
+  // runtime, so the fallback enforces CUDA's rule (see noteOtherTensor) on
+  // every runtime. CPU scalar inputs are left to the target kernel: on the
+  // CUDA runtime, CUDA's kernel accepts or refuses them as it does for cuda.
   TORCH_CHECK(
-      !foreign_device_.has_value() || (foreign_device_->is_cpu() && facts_.accepts_cpu_tensors),
+      !foreign_device_.has_value(),
       "Expected all tensors to be on the same device, but found at least two devices, accel:",
       static_cast<int>(device_),
       " and ",

@@ -16,7 +16,7 @@
 //      (noteOtherTensor), accel devices and generators become the target's
 //      (mapDevice, mapGenerator);
 //   2. prepare(): the call's accel device is settled and CUDA's device rules
-//      are checked, with errors that name accel;
+//      are checked, with errors that name accel (see checkDevices);
 //   3. run(kernel): the target kernel runs under the accel device, with the
 //      memory target kernels allocate made accel memory, accel's default
 //      generator lent to the target when the operator draws from it, as an
@@ -33,6 +33,7 @@
 // accel tensors; the same kernel runs on the same memory, so results are
 // bitwise those of the target device.
 
+#include <csrc/aten/NondeterministicAlerts.h>
 #include <csrc/profiler/DeviceActivity.h>
 #include <csrc/runtime/AccelGenerator.h>
 #include <csrc/runtime/Runtime.h>
@@ -58,7 +59,11 @@ struct OperatorFacts {
   c10::SmallVector<bool, 8> mutable_arguments;   // written to: out=, in-place
   c10::SmallVector<bool, 8> optional_generators; // Generator? arguments
   bool draws_from_default_generator = false;     // random, without a generator argument
-  bool accepts_cpu_tensors = false;              // CUDA's kernels take CPU index tensors
+  // The argument whose tensors CUDA's kernel also takes on the CPU (the
+  // indices of index and index_put_), or -1.
+  int cpu_index_argument = -1;
+  // The alert CUDA's kernel raises in deterministic mode, or nullptr.
+  const CudaNondeterministicAlert* cuda_alert = nullptr;
 
   explicit OperatorFacts(const c10::OperatorHandle& op);
 };
@@ -77,8 +82,9 @@ public:
   // view until it ends.
   at::Tensor mapTensor(c10::MaybeOwned<at::Tensor> accel, bool is_mutable);
 
-  // A defined tensor argument that is not an accel tensor.
-  void noteOtherTensor(const at::Tensor& tensor);
+  // A defined tensor that is not an accel tensor, in the operator's argument
+  // number `argument` (schema order).
+  void noteOtherTensor(const at::Tensor& tensor, size_t argument);
 
   // An accel device argument's target device (other devices are unchanged).
   c10::Device mapDevice(c10::Device device);
@@ -153,6 +159,7 @@ private:
   c10::SmallVector<MappedTensor, 4> inputs_;
   c10::DeviceIndex device_ = -1;
   c10::DeviceIndex other_accel_device_ = -1;
+  // The device of the first other tensor that CUDA's rules refuse.
   std::optional<c10::Device> foreign_device_;
   c10::SmallVector<std::pair<const c10::StorageImpl*, size_t>, 2> result_storage_refs_;
   c10::SmallVector<std::pair<const c10::StorageImpl*, c10::Storage>, 2> adopted_;

@@ -94,13 +94,13 @@ bool isAccel(const at::Tensor& tensor) {
 
 // A tensor argument's target counterpart: the target view of an accel tensor,
 // or the tensor itself, borrowed (no reference count change).
-c10::MaybeOwned<at::Tensor> mapTensor(TargetCall& call, const at::Tensor& tensor, bool is_mutable) {
+c10::MaybeOwned<at::Tensor> mapTensor(TargetCall& call, const at::Tensor& tensor, size_t index, bool is_mutable) {
   if (isAccel(tensor)) {
     return c10::MaybeOwned<at::Tensor>::owned(
         call.mapTensor(c10::MaybeOwned<at::Tensor>::borrowed(tensor), is_mutable));
   }
   if (tensor.defined()) {
-    call.noteOtherTensor(tensor);
+    call.noteOtherTensor(tensor, index);
   }
   return c10::MaybeOwned<at::Tensor>::borrowed(tensor);
 }
@@ -121,7 +121,7 @@ template <class T> struct Argument {
           !std::is_same_v<std::decay_t<T>, std::optional<at::Tensor>>,
       "an argument kind the unboxed kernels do not map: leave the operator to the alias fallback");
   using Stored = T;
-  static Stored map(TargetCall& /*call*/, T value, bool /*is_mutable*/) {
+  static Stored map(TargetCall& /*call*/, T value, size_t /*index*/, bool /*is_mutable*/) {
     return std::forward<T>(value);
   }
   static T pass(Stored& value) {
@@ -131,8 +131,8 @@ template <class T> struct Argument {
 
 template <> struct Argument<const at::Tensor&> {
   using Stored = c10::MaybeOwned<at::Tensor>;
-  static Stored map(TargetCall& call, const at::Tensor& tensor, bool is_mutable) {
-    return mapTensor(call, tensor, is_mutable);
+  static Stored map(TargetCall& call, const at::Tensor& tensor, size_t index, bool is_mutable) {
+    return mapTensor(call, tensor, index, is_mutable);
   }
   static const at::Tensor& pass(Stored& value) {
     return *value;
@@ -142,8 +142,8 @@ template <> struct Argument<const at::Tensor&> {
 // In-place and out= arguments: the kernel gets an lvalue it may resize.
 template <> struct Argument<at::Tensor&> {
   using Stored = at::Tensor;
-  static Stored map(TargetCall& call, at::Tensor& tensor, bool is_mutable) {
-    return *mapTensor(call, tensor, is_mutable);
+  static Stored map(TargetCall& call, at::Tensor& tensor, size_t index, bool is_mutable) {
+    return *mapTensor(call, tensor, index, is_mutable);
   }
   static at::Tensor& pass(Stored& value) {
     return value;
@@ -152,8 +152,8 @@ template <> struct Argument<at::Tensor&> {
 
 template <> struct Argument<const std::optional<at::Tensor>&> {
   using Stored = std::optional<c10::MaybeOwned<at::Tensor>>;
-  static Stored map(TargetCall& call, const std::optional<at::Tensor>& tensor, bool is_mutable) {
-    return tensor.has_value() ? Stored(mapTensor(call, *tensor, is_mutable)) : std::nullopt;
+  static Stored map(TargetCall& call, const std::optional<at::Tensor>& tensor, size_t index, bool is_mutable) {
+    return tensor.has_value() ? Stored(mapTensor(call, *tensor, index, is_mutable)) : std::nullopt;
   }
   // The target kernel takes a const reference to an optional: this builds it.
   static std::optional<at::Tensor> pass(Stored& value) {
@@ -165,17 +165,17 @@ template <> struct Argument<const std::optional<at::Tensor>&> {
 struct MappedTensors {
   c10::SmallVector<at::Tensor, 4> tensors;
 
-  template <class List> MappedTensors(TargetCall& call, const List& list, bool is_mutable) {
+  template <class List> MappedTensors(TargetCall& call, const List& list, size_t index, bool is_mutable) {
     for (const at::Tensor& tensor : list) {
-      tensors.push_back(*mapTensor(call, tensor, is_mutable));
+      tensors.push_back(*mapTensor(call, tensor, index, is_mutable));
     }
   }
 };
 
 template <> struct Argument<const at::ITensorListRef&> {
   using Stored = MappedTensors;
-  static Stored map(TargetCall& call, const at::ITensorListRef& list, bool is_mutable) {
-    return MappedTensors(call, list, is_mutable);
+  static Stored map(TargetCall& call, const at::ITensorListRef& list, size_t index, bool is_mutable) {
+    return MappedTensors(call, list, index, is_mutable);
   }
   static at::ITensorListRef pass(Stored& value) {
     return at::ITensorListRef(at::ArrayRef<at::Tensor>(value.tensors));
@@ -184,12 +184,12 @@ template <> struct Argument<const at::ITensorListRef&> {
 
 template <> struct Argument<const c10::List<std::optional<at::Tensor>>&> {
   using Stored = c10::List<std::optional<at::Tensor>>;
-  static Stored map(TargetCall& call, const c10::List<std::optional<at::Tensor>>& list, bool is_mutable) {
+  static Stored map(TargetCall& call, const c10::List<std::optional<at::Tensor>>& list, size_t index, bool is_mutable) {
     Stored mapped;
     mapped.reserve(list.size());
     for (const std::optional<at::Tensor>& tensor : list) {
       mapped.push_back(
-          tensor.has_value() ? std::optional<at::Tensor>(*mapTensor(call, *tensor, is_mutable)) : std::nullopt);
+          tensor.has_value() ? std::optional<at::Tensor>(*mapTensor(call, *tensor, index, is_mutable)) : std::nullopt);
     }
     return mapped;
   }
@@ -221,12 +221,24 @@ template <class... Ts> struct Result<std::tuple<Ts...>> {
   }
 };
 
+// The facts of an operator with an unboxed kernel. CUDA's nondeterministic
+// alerts are raised by the boxed fallback only (see NondeterministicAlerts.h):
+// such an operator must stay with it.
+inline OperatorFacts factsOf(const c10::OperatorHandle& op) {
+  OperatorFacts facts(op);
+  TORCH_INTERNAL_ASSERT(
+      facts.cuda_alert == nullptr,
+      op.operator_name(),
+      " may raise CUDA's nondeterministic alert: leave it to the boxed fallback");
+  return facts;
+}
+
 template <class Op, class Signature = typename Op::schema> struct TargetKernel;
 
 template <class Op, class Ret, class... Args> struct TargetKernel<Op, Ret(Args...)> {
   static Ret call(Args... args) {
     static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(Op::name, Op::overload_name);
-    static const OperatorFacts facts(op);
+    static const OperatorFacts facts = factsOf(op);
     return callWith(op, facts, std::index_sequence_for<Args...>{}, args...);
   }
 
@@ -237,7 +249,7 @@ private:
     TargetCall call(op, facts);
     // A braced initialiser maps the arguments in order.
     std::tuple<typename Argument<Args>::Stored...> mapped{
-        Argument<Args>::map(call, std::forward<Args>(args), facts.mutable_arguments[I])...};
+        Argument<Args>::map(call, std::forward<Args>(args), I, facts.mutable_arguments[I])...};
     call.prepare();
     const c10::DispatchKeySet target(targetDispatchKey());
     if constexpr (std::is_same_v<Ret, at::Tensor&>) {
