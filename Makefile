@@ -92,7 +92,9 @@ lint: install
 # GPU machine: no network, torch preinstalled for the plain python3; .venv is
 # layered over that environment as over the cached one here. Test dependencies
 # the image lacks (requirements-gpu.txt) come as wheels in .whl/ (`make
-# gpu-wheels`, where pip reaches PyPI), installed into .venv offline.
+# gpu-wheels`, where pip reaches PyPI), installed into .venv offline
+# (--force-reinstall: the wheelhouse's versions go into .venv even where the
+# image has others, which pip leaves alone as they are outside .venv).
 # test/gpu_report.py runs the sections of test/gpu_sections.py (dependencies,
 # build, then the steps asked for), each with its own time limit, within a
 # whole-run deadline (GPU_TEST_DEADLINE seconds from the start of this target;
@@ -109,7 +111,7 @@ gpu-test:
 	$(call layer_venv,$(shell command -v $(GPU_PYTHON))); \
 	if compgen -G '$(WHEELHOUSE)/*.whl' > /dev/null; then \
 	  echo "installing $(WHEELHOUSE)/ offline: $$(cd $(WHEELHOUSE) && echo *.whl)"; \
-	  $(PY) -m pip install -q --no-index --no-deps --no-compile --no-cache-dir $(WHEELHOUSE)/*.whl; \
+	  $(PY) -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --force-reinstall $(WHEELHOUSE)/*.whl; \
 	fi; \
 	TORCH_ACCEL_RUNTIME=cuda $(PY) test/gpu_report.py --started $$started --deadline $(GPU_TEST_DEADLINE) \
 	  --steps $(GPU_TEST_STEPS) --sections "$(GPU_TEST_SECTIONS)" \

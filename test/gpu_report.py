@@ -128,6 +128,11 @@ class Run:
 
     # -- time ------------------------------------------------------------------
 
+    def probe_timeout(self) -> float:
+        """For the machine's description: at most 60 s, and never past the deadline."""
+        remaining = self.remaining()
+        return 60 if remaining is None else max(1, min(60, remaining))
+
     def remaining(self) -> float | None:
         return None if self.deadline_at is None else self.deadline_at - self.args.reserve_s - time.time()
 
@@ -215,7 +220,7 @@ class Run:
             self.problems.append(f"section {section.name} names files that do not exist: {', '.join(missing)}")
         if argv is None:
             result.state, result.counts, result.collected = FAILED, {}, 0
-            result.note = f"no tests collected: {', '.join(missing)} not found"
+            result.note = f"{', '.join(missing)} not found"
             return
         result.argv, result.limit_s, result.state, result.started = argv, limit, RUNNING, time.time()
         self.write_report()
@@ -374,7 +379,7 @@ class Run:
             f"- host: {platform.node()} ({platform.machine()}, {os.cpu_count()} CPUs), Python {platform.python_version()} ({sys.executable})",
             f"- TORCH_ACCEL_RUNTIME={os.environ.get('TORCH_ACCEL_RUNTIME', '(unset: auto)')}",
         ]
-        info = run_json([sys.executable, "-c", code], env)
+        info = run_json([sys.executable, "-c", code], env, self.probe_timeout())
         if isinstance(info, dict):
             rows.append(f"- torch {info['torch']} (CUDA {info['cuda']}); GPUs seen by torch: {'; '.join(info['gpus']) or 'none'}")
         else:
@@ -387,8 +392,11 @@ class Run:
         if nvcc:
             rows.append(f"- nvcc: {run_text([nvcc, '--version']).splitlines()[-1]}")
         commit = run_text(["git", "-C", ROOT, "log", "-1", "--format=%h %s"])
-        dirty = run_text(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"])
-        rows.append(f"- commit: {commit[:100]}" + (" (with uncommitted changes)" if dirty and not dirty.startswith("(") else ""))
+        if commit.startswith("(failed"):
+            rows.append("- commit: unknown (this copy of the tree has no git metadata)")
+        else:
+            dirty = run_text(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"])
+            rows.append(f"- commit: {commit[:100]}" + (" (with uncommitted changes)" if dirty and not dirty.startswith("(") else ""))
         self.machine = rows
 
     def describe_accel(self) -> None:
@@ -398,7 +406,7 @@ class Run:
             "names = [torch_accel.get_device_properties(i).name for i in range(n)]\n"
             "print(json.dumps(f'{torch_accel.runtime()} runtime, {n} device(s)' + (': ' + '; '.join(names) if names else '')))\n"
         )
-        self.machine.append(f"- accel: {run_json([sys.executable, '-c', code], self.env(self.table.BUILD))}")
+        self.machine.append(f"- accel: {run_json([sys.executable, '-c', code], self.env(self.table.BUILD), self.probe_timeout())}")
 
     # -- the run -------------------------------------------------------------------
 
@@ -437,7 +445,8 @@ class Run:
                     self.check_dependencies(result)
                 else:
                     self.run_section(result)
-                    if result.section is getattr(self.table, "BUILD", None) and result.state == PASSED:
+                    built = result.section is getattr(self.table, "BUILD", None) and result.state == PASSED
+                    if built and getattr(self.table, "DESCRIBE_MACHINE", True):
                         self.describe_accel()
             except Exception:  # a bug here must not cost the other sections
                 result.state, result.note = FAILED, "the runner failed: " + traceback.format_exc().strip().splitlines()[-1]
@@ -475,9 +484,10 @@ class Run:
             return f"**running**: section {r.section.name} since {r.started - self.started:.0f} s (limit {r.limit_s:.0f} s)"
         if not self.finished:
             return "**starting**"
-        bad = [r for r in self.results if r.state != PASSED]
+        bad = [r for r in self.results if r.state not in (PASSED, NOT_RUN)]
         if not_run:
-            return f"**cut short**: {len(not_run)} section(s) not run ({', '.join(r.section.name for r in not_run)}): {not_run[0].note}"
+            text = f"**cut short**: {len(not_run)} section(s) not run ({', '.join(r.section.name for r in not_run)}): {not_run[0].note}"
+            return text + (f"; {len(bad)} did not pass: {', '.join(r.section.name for r in bad)}" if bad else "")
         if bad:
             return f"**finished, {len(bad)} section(s) did not pass**: {', '.join(r.section.name for r in bad)}"
         return "**finished, every section passed**"
@@ -620,9 +630,9 @@ def run_text(argv: list[str]) -> str:
     return proc.stdout.strip()
 
 
-def run_json(argv: list[str], env: dict):
+def run_json(argv: list[str], env: dict, timeout: float):
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
         if proc.returncode == 0:
             return json.loads(proc.stdout.strip().splitlines()[-1])
         return f"(failed: {' | '.join(proc.stderr.strip().splitlines()[-2:])})"
