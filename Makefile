@@ -124,7 +124,8 @@ gpu-test:
 # formats a number. The distribution's g++ links it dynamically, as torch does.
 gpu-build:
 	CXX=$(GPU_CXX) TORCH_ACCEL_BUILD_CUDA=1 $(PY) setup.py -q build_ext --inplace
-	@ldd torch_accel/_C*.so | grep -q 'libstdc++' || { echo "torch_accel/_C links libstdc++ statically; set GPU_CXX to a g++ that links it dynamically"; exit 1; }
+	@# grep reads all of ldd's output (-q would stop early: ldd's SIGPIPE then fails the pipe under pipefail).
+	@ldd torch_accel/_C*.so | grep 'libstdc++' > /dev/null || { echo "torch_accel/_C links libstdc++ statically; set GPU_CXX to a g++ that links it dynamically"; exit 1; }
 
 # The wheels of requirements-gpu.txt for the GPU image (CPython 3.12, x86-64
 # Linux), into .whl/ (ignored by git; carried to the device machine). Needs PyPI.

@@ -406,7 +406,10 @@ class Run:
             "names = [torch_accel.get_device_properties(i).name for i in range(n)]\n"
             "print(json.dumps(f'{torch_accel.runtime()} runtime, {n} device(s)' + (': ' + '; '.join(names) if names else '')))\n"
         )
-        self.machine.append(f"- accel: {run_json([sys.executable, '-c', code], self.env(self.table.BUILD), self.probe_timeout())}")
+        accel = run_json([sys.executable, "-c", code], self.env(self.table.BUILD), self.probe_timeout())
+        self.machine.append(f"- accel: {accel}")
+        if isinstance(accel, str) and " 0 device(s)" in accel:
+            self.problems.append(f"accel has no device ({accel}): every test that needs one fails below")
 
     # -- the run -------------------------------------------------------------------
 
