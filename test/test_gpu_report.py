@@ -117,7 +117,8 @@ def row(report: str, name: str) -> str:
 
 
 def section_text(report: str, name: str) -> str:
-    match = re.search(rf"^## {re.escape(name)}: .*?(?=^## |\Z)", report, re.M | re.S)
+    states = "pending|running|passed|failed|timed out|crashed|not run"
+    match = re.search(rf"^## {re.escape(name)}: (?:{states})$.*?(?=^## [\w.-]+: (?:{states})$|\Z)", report, re.M | re.S)
     assert match, report
     return match.group(0)
 
@@ -309,6 +310,37 @@ def test_xdist_workers_are_counted_once(tmp_path):
     proc, report = run_report(tmp_path, table, "--deadline", "0")
     assert "| parallel | one | failed (exit 1) | 3 passed, 1 failed, 1 skipped, 1 collection error(s) |" in row(report, "parallel")
     assert "arithmetic is broken" in section_text(report, "parallel")
+
+
+def test_benchmark_sections_add_to_one_results_file_each_written_at_once(tmp_path):
+    # The real table's benchmark sections (quick): each one a process, each adding
+    # its section to the results file of the run, which comes back under $OUT.
+    table = tmp_path / "table.py"
+    table.write_text(
+        textwrap.dedent(
+            """
+            import gpu_sections
+            from gpu_sections import Section
+
+            REQUIRED_MODULES = {"json": "json"}
+            BUILD = None
+            TEST_FILES_GLOB = None
+            DESCRIBE_MACHINE = False
+            STEPS = ("bench",)
+            SECTIONS = tuple(s for s in gpu_sections.SECTIONS if s.name in ("bench-streams", "bench-ops"))
+            """
+        )
+    )
+    proc, report = run_report(tmp_path, str(table), "--deadline", "0", "--bench-args=--quick")
+    assert proc.returncode == 0, report
+    results = sorted(p.name for p in (tmp_path / "results").iterdir())
+    assert len(results) == 2 and {os.path.splitext(n)[1] for n in results} == {".md", ".json"}
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(["report.md", "report.log", *results])
+    data = json.loads((tmp_path / "results" / [n for n in results if n.endswith(".json")][0]).read_text())
+    assert {"ops", "streams"} <= set(data) and data["machine"]["run_id"]
+    assert "| bench-ops | bench | passed |" in row(report, "bench-ops")
+    assert "Eager per-op time" in section_text(report, "bench-ops")  # its table, from its output
+    assert re.search(r"Files written: \S+/results/\S+\.md, \S+/results/\S+\.json\.", section_text(report, "bench-streams"))
 
 
 @pytest.mark.parametrize("args, message", [(["--steps", "tests,bench"], "--steps takes"), (["--sections", "nope"], "unknown sections")])
