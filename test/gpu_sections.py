@@ -79,6 +79,14 @@ BUILD = Section(
     command=("make", "--no-print-directory", "gpu-build"),
 )
 
+EAGER_FILES = (
+    "test/test_tensors.py",
+    "test/test_fallback.py",
+    "test/test_fake_tensor.py",
+    "test/test_autocast.py",
+    "test/test_models.py",
+)
+
 SECTIONS: tuple[Section, ...] = (
     # core: the runtime itself and eager ops ------------------------------------------
     Section(
@@ -113,23 +121,18 @@ SECTIONS: tuple[Section, ...] = (
         what="eager ops through the alias fallback, autocast, FakeTensor, model training against cuda",
         limit_s=300,
         estimate_s=90,
-        tests=(
-            "test/test_tensors.py",
-            "test/test_fallback.py",
-            "test/test_fake_tensor.py",
-            "test/test_autocast.py",
-            "test/test_models.py",
-        ),
+        tests=EAGER_FILES,
         k="not attention",
         workers=4,
     ),
+    # The attention tests of the same files: eager and sdpa split them by -k.
     Section(
         name="sdpa",
         step="core",
         what="scaled_dot_product_attention: the backend accel takes (fused where cuda's is) and its results",
         limit_s=120,
         estimate_s=20,
-        tests=("test/test_fallback.py", "test/test_autocast.py"),
+        tests=EAGER_FILES,
         k="attention",
     ),
     Section(
