@@ -6,9 +6,10 @@
 #                  built in place
 #   make test      accelrt's unit tests, then the pytest suite (host runtime here)
 #   make demo      the demo on whatever runtime is present
-#   make gpu-test  on a GPU machine: build offline against the preinstalled torch,
-#                  run the suite on the CUDA runtime, write test/reports/gpu-test.md,
-#                  then the benchmarks (GPU_TEST_STEPS=tests or bench: one of them)
+#   make gpu-test  on a GPU machine, offline: build against the preinstalled torch,
+#                  run the suite and the benchmarks on the CUDA runtime by sections,
+#                  writing test/reports/gpu-test[-STEPS].md (GPU_TEST_STEPS=core ...)
+#   make gpu-wheels  (here, with PyPI) the wheels gpu-test needs and the GPU image lacks
 #   make bench     benchmarks/ (accel against its target, ratios; BENCH_ARGS=--quick ...)
 #   make lint      C++ formatting (.clang-format) and Python syntax
 
@@ -24,7 +25,7 @@ PYTEST_ARGS ?=
 BENCH_ARGS ?=
 NATIVE_SOURCES := setup.py $(shell find csrc third_party/accelrt/src third_party/accelrt/include -name '*.cpp' -o -name '*.h' 2>/dev/null)
 
-.PHONY: install build test test-accelrt test-python demo gpu-test bench lint clean
+.PHONY: install build test test-accelrt test-python demo gpu-test gpu-build gpu-wheels bench lint clean
 
 install: build
 
@@ -89,23 +90,51 @@ lint: install
 	$(PY) -m compileall -q torch_accel test benchmarks
 
 # GPU machine: no network, torch preinstalled for the plain python3; .venv is
-# layered over that environment as over the cached one here.
-# The GPU image's default compiler (CXX=/opt/gcc/bin/g++) links libstdc++
-# statically; _C then carries its own iostream facets, which clash with the
-# libstdc++ torch loaded and crash the first error message that formats a
-# number. The distribution's g++ links it dynamically, as torch does.
-# A device-tool command is killed after 10 minutes: GPU_TEST_STEPS=tests and
-# GPU_TEST_STEPS=bench run the two halves as separate commands (test/gpu_report.py).
+# layered over that environment as over the cached one here. Test dependencies
+# the image lacks (requirements-gpu.txt) come as wheels in .whl/ (`make
+# gpu-wheels`, where pip reaches PyPI), installed into .venv offline
+# (--force-reinstall: the wheelhouse's versions go into .venv even where the
+# image has others, which pip leaves alone as they are outside .venv).
+# test/gpu_report.py runs the sections of test/gpu_sections.py (dependencies,
+# build, then the steps asked for), each with its own time limit, within a
+# whole-run deadline (GPU_TEST_DEADLINE seconds from the start of this target;
+# 0: none), and writes test/reports/gpu-test[-STEPS].md as it goes.
 GPU_PYTHON ?= python3
-GPU_TEST_STEPS ?= tests,bench
+GPU_TEST_STEPS ?= all
+GPU_TEST_SECTIONS ?=
+GPU_TEST_DEADLINE ?= 540
+GPU_TEST_ARGS ?=
 GPU_CXX ?= $(shell command -v /usr/bin/g++ || echo g++)
+WHEELHOUSE := .whl
 gpu-test:
-	@$(call layer_venv,$(shell command -v $(GPU_PYTHON)))
+	@started=$$(date +%s); \
+	$(call layer_venv,$(shell command -v $(GPU_PYTHON))); \
+	if compgen -G '$(WHEELHOUSE)/*.whl' > /dev/null; then \
+	  echo "installing $(WHEELHOUSE)/ offline: $$(cd $(WHEELHOUSE) && echo *.whl)"; \
+	  $(PY) -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --force-reinstall $(WHEELHOUSE)/*.whl; \
+	fi; \
+	TORCH_ACCEL_RUNTIME=cuda $(PY) test/gpu_report.py --started $$started --deadline $(GPU_TEST_DEADLINE) \
+	  --steps $(GPU_TEST_STEPS) --sections "$(GPU_TEST_SECTIONS)" \
+	  --pytest-args="$(PYTEST_ARGS)" --bench-args="$(BENCH_ARGS)" $(GPU_TEST_ARGS)
+
+# The build section of gpu-test (test/gpu_report.py runs it), against whatever
+# torch $(PY) has. The GPU image's default compiler (CXX=/opt/gcc/bin/g++)
+# links libstdc++ statically; _C then carries its own iostream facets, which
+# clash with the libstdc++ torch loaded and crash the first error message that
+# formats a number. The distribution's g++ links it dynamically, as torch does.
+gpu-build:
 	CXX=$(GPU_CXX) TORCH_ACCEL_BUILD_CUDA=1 $(PY) setup.py -q build_ext --inplace
-	@ldd torch_accel/_C*.so | grep -q 'libstdc++' || { echo "torch_accel/_C links libstdc++ statically; set GPU_CXX to a g++ that links it dynamically"; exit 1; }
-	$(MAKE) -C third_party/accelrt test
-	TORCH_ACCEL_RUNTIME=cuda $(PY) test/gpu_report.py --output test/reports/gpu-test.md \
-	  --steps $(GPU_TEST_STEPS) --bench-args="$(BENCH_ARGS)" $(PYTEST_ARGS)
+	@# grep reads all of ldd's output (-q would stop early: ldd's SIGPIPE then fails the pipe under pipefail).
+	@ldd torch_accel/_C*.so | grep 'libstdc++' > /dev/null || { echo "torch_accel/_C links libstdc++ statically; set GPU_CXX to a g++ that links it dynamically"; exit 1; }
+
+# The wheels of requirements-gpu.txt for the GPU image (CPython 3.12, x86-64
+# Linux), into .whl/ (ignored by git; carried to the device machine). Needs PyPI.
+GPU_WHEEL_PLATFORMS := manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64 manylinux1_x86_64
+gpu-wheels:
+	rm -rf $(WHEELHOUSE) && mkdir -p $(WHEELHOUSE)
+	$(PYTHON) -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+	  $(addprefix --platform ,$(GPU_WHEEL_PLATFORMS)) -d $(WHEELHOUSE) -r requirements-gpu.txt
+	@ls $(WHEELHOUSE)
 
 clean:
 	rm -rf build torch_accel/_C*.so third_party/accelrt/build

@@ -5,9 +5,11 @@ on the host runtime), each the median of repeated runs after warm-up, taken in
 this one process with accel's and the target's runs alternating (so that a
 drifting machine slows both alike); the exception is CUDA training steps, whose cuda reference
 runs in a child process without torch_accel (see workloads.py). Results go to
-benchmarks/results/<runtime>-<machine>.{md,json}.
+benchmarks/results/<runtime>-<machine>.{md,json}, rewritten after each section
+(a run killed in a later section keeps the earlier ones).
 
-  python benchmarks/run.py [--quick] [--sections ops,throughput,streams,models,startup]
+  python benchmarks/run.py [--quick] [--sections ops,throughput,streams,sdpa,models,compiled,startup]
+                           [--no-compile] [--output-dir DIR] [--run-id ID]
 """
 
 import argparse
@@ -221,7 +223,7 @@ def model_steps(model_name: str, compiled: bool, large: bool, repeats: int) -> t
     )
 
 
-def bench_models(quick: bool, compiled_modes: tuple[bool, ...]) -> list[dict]:
+def bench_models(quick: bool, compiled_modes: tuple[bool, ...], optimizer_alone: bool) -> list[dict]:
     large = TARGET == "cuda" and not quick
     repeats = 10 if quick or large else 40
     rows = []
@@ -244,6 +246,8 @@ def bench_models(quick: bool, compiled_modes: tuple[bool, ...]) -> list[dict]:
                     "target_step_peak_mib": None if target["peak_bytes"] is None else target["peak_bytes"] / 2**20,
                 }
             )
+        if not optimizer_alone:
+            continue
         # The optimizer step alone (eager in both modes above; no autograd, so
         # in this process on every target).
         steps = {device: (optimizer_step(device, model_name, large), device) for device in ("accel", TARGET)}
@@ -260,7 +264,39 @@ def bench_models(quick: bool, compiled_modes: tuple[bool, ...]) -> list[dict]:
     return rows
 
 
-# 5. Import and first-tensor time -----------------------------------------------------
+# 5. Scaled dot-product attention ------------------------------------------------------
+
+
+def sdpa_cases(device: str) -> dict:
+    """Attention forward passes (inference): the shapes of a small and a mid-sized
+    model's layer. On cuda in bfloat16 (flash attention's dtypes), on cpu in float32."""
+    if TARGET == "cuda":
+        shapes, dtype = ((8, 16, 1024, 64), (4, 32, 2048, 128)), torch.bfloat16
+    else:
+        shapes, dtype = ((2, 4, 128, 64), (1, 8, 256, 64)), torch.float32
+    g = torch.Generator().manual_seed(0)
+    cases = {}
+    for batch, heads, seq, dim in shapes:
+        q, k, v = (torch.randn(batch, heads, seq, dim, generator=g).to(device=device, dtype=dtype) for _ in range(3))
+        for causal in (False, True):
+            name = f"{batch}x{heads}x{seq}x{dim} {str(dtype).removeprefix('torch.')}" + (" causal" if causal else "")
+            cases[name] = lambda q=q, k=k, v=v, causal=causal: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    return cases
+
+
+def bench_sdpa(quick: bool) -> list[dict]:
+    """accel's SDPA against the target's, with the backend each one chose (the
+    backward is left out: on the CUDA runtime the target's cannot run in this process)."""
+    repeats, inner = (5, 5) if quick else (10, 20)
+    accel_cases, target_cases = sdpa_cases("accel"), sdpa_cases(TARGET)
+    rows = []
+    for name in accel_cases:
+        times = interleaved_median_times({"accel": (accel_cases[name], "accel"), TARGET: (target_cases[name], TARGET)}, repeats, inner)
+        rows.append({"shape (BxHxSxD)": name, "accel_ms": times["accel"] * 1e3, "target_ms": times[TARGET] * 1e3, "ratio": times["accel"] / times[TARGET]})
+    return rows
+
+
+# 6. Import and first-tensor time -----------------------------------------------------
 
 
 def bench_startup(quick: bool) -> list[dict]:
@@ -297,6 +333,9 @@ def bench_startup(quick: bool) -> list[dict]:
 
 # Report --------------------------------------------------------------------------------
 
+# Each section: its function (taking quick) and its Markdown (a heading and a table).
+SECTIONS = ("ops", "throughput", "streams", "sdpa", "models", "compiled", "startup")
+
 
 def machine() -> dict:
     info = {
@@ -325,53 +364,107 @@ def table(rows: list[dict], columns: list[str]) -> list[str]:
     return lines
 
 
+def section_markdown(name: str, results: dict) -> list[str]:
+    rows = results[name]
+    if name == "ops":
+        md = [f"## Eager per-op time (accel/{TARGET}: median {results['ops_median_ratio']:.2f})", ""]
+        return md + table(rows, ["op", "accel_us", "target_us", "ratio"])
+    if name == "throughput":
+        return [f"## Device throughput (ratio = accel throughput / {TARGET})", ""] + table(rows, ["what", "accel", "target", "unit", "ratio"])
+    if name == "streams":
+        if TARGET == "cuda":
+            return ["## Stream and event calls (accel/cuda)", ""] + table(rows, ["call", "accel_us", "cuda_us", "ratio"])
+        return [f"## Stream and event calls (accel; {TARGET} has no streams to compare with)", ""] + table(rows, ["call", "accel_us"])
+    if name == "sdpa":
+        return [f"## Scaled dot-product attention, forward (accel/{TARGET})", ""] + table(rows, ["shape (BxHxSxD)", "accel_ms", "target_ms", "ratio"])
+    if name in ("models", "compiled"):
+        title = "Training steps, eager" if name == "models" else "Training steps, torch.compile"
+        columns = ["model", "mode", "accel_ms", "target_ms", "ratio", "round_ratios_q1_q3", "accel_step_peak_mib", "target_step_peak_mib", "error"]
+        return [f"## {title} (accel/{TARGET})", ""] + table(rows, columns)
+    return ["## Start-up", ""] + table(rows, ["what", "ms", "added_ms"])
+
+
+def run_section(name: str, results: dict, quick: bool) -> None:
+    if name == "ops":
+        results["ops"] = bench_ops(quick)
+        results["ops_median_ratio"] = statistics.median(r["ratio"] for r in results["ops"])
+    elif name == "throughput":
+        results["throughput"] = bench_throughput(quick)
+    elif name == "streams":
+        results["streams"] = bench_streams(quick)
+    elif name == "sdpa":
+        results["sdpa"] = bench_sdpa(quick)
+    elif name == "models":
+        results["models"] = bench_models(quick, (False,), optimizer_alone=True)
+    elif name == "compiled":
+        results["compiled"] = bench_models(quick, (True,), optimizer_alone=False)
+    elif name == "startup":
+        results["startup"] = bench_startup(quick)
+
+
+def write_results(results: dict, output_dir: str) -> str:
+    """Writes <runtime>-<machine>.{json,md} (through a temporary file each: a
+    run killed while writing leaves the previous complete file)."""
+    os.makedirs(output_dir, exist_ok=True)
+    machine_info = results["machine"]
+    name = f"{machine_info['runtime']}-{re.sub(r'[^A-Za-z0-9]+', '-', machine_info.get('gpu', platform.node()))}"
+    md = [f"# accel benchmarks: {machine_info['runtime']} runtime", ""]
+    md += [f"- {k}: {v}" for k, v in machine_info.items()] + [""]
+    for section in SECTIONS:
+        if section in results:
+            md += section_markdown(section, results) + [""]
+    base = os.path.join(output_dir, name)
+    for path, text in ((base + ".json", json.dumps(results, indent=1)), (base + ".md", "\n".join(md))):
+        with open(path + ".tmp", "w") as f:
+            f.write(text)
+        os.replace(path + ".tmp", path)
+    return base
+
+
+def previous_results(output_dir: str, run_id: str, machine_info: dict) -> dict:
+    """The results file of this machine written earlier in the same run (same
+    --run-id): the run's other sections, kept beside this process's."""
+    name = f"{machine_info['runtime']}-{re.sub(r'[^A-Za-z0-9]+', '-', machine_info.get('gpu', platform.node()))}.json"
+    try:
+        with open(os.path.join(output_dir, name)) as f:
+            previous = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return previous if previous.get("machine", {}).get("run_id") == run_id else {}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer repeats and smaller sizes")
-    parser.add_argument("--sections", default="ops,throughput,streams,models,startup")
-    parser.add_argument("--no-compile", action="store_true", help="skip compiled model steps")
+    parser.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated, of: {', '.join(SECTIONS)}")
+    parser.add_argument("--no-compile", action="store_true", help="leave out the compiled training steps")
     parser.add_argument("--output-dir", default=os.path.join(HERE, "results"))
+    parser.add_argument(
+        "--run-id",
+        default=None,
+        help="sections run by separate processes of one run share an id: each adds its own to the results file "
+        "that an earlier process of the same run wrote (test/gpu_report.py runs one section per process)",
+    )
     args = parser.parse_args()
-    sections = args.sections.split(",")
+    sections = [s for s in args.sections.split(",") if s]
+    unknown = sorted(set(sections) - set(SECTIONS))
+    if unknown:
+        parser.error(f"unknown sections {unknown}; choose from {', '.join(SECTIONS)}")
+    if args.no_compile:
+        sections = [s for s in sections if s != "compiled"]
 
-    results: dict = {"machine": machine()}
-    md = [f"# accel benchmarks: {results['machine']['runtime']} runtime", ""]
-    md += [f"- {k}: {v}" for k, v in results["machine"].items()] + [""]
-
-    if "ops" in sections:
-        rows = results["ops"] = bench_ops(args.quick)
-        median_ratio = statistics.median(r["ratio"] for r in rows)
-        results["ops_median_ratio"] = median_ratio
-        md += [f"## Eager per-op time (accel/{TARGET}: median {median_ratio:.2f})", ""]
-        md += table(rows, ["op", "accel_us", "target_us", "ratio"]) + [""]
-    if "throughput" in sections:
-        rows = results["throughput"] = bench_throughput(args.quick)
-        md += [f"## Device throughput (ratio = accel throughput / {TARGET})", ""]
-        md += table(rows, ["what", "accel", "target", "unit", "ratio"]) + [""]
-    if "streams" in sections:
-        rows = results["streams"] = bench_streams(args.quick)
-        if TARGET == "cuda":
-            md += ["## Stream and event calls (accel/cuda)", ""] + table(rows, ["call", "accel_us", "cuda_us", "ratio"]) + [""]
-        else:
-            md += [f"## Stream and event calls (accel; {TARGET} has no streams to compare with)", ""]
-            md += table(rows, ["call", "accel_us"]) + [""]
-    if "models" in sections:
-        modes = (False,) if args.no_compile else (False, True)
-        rows = results["models"] = bench_models(args.quick, modes)
-        md += [f"## Training steps (accel/{TARGET})", ""]
-        md += table(rows, ["model", "mode", "accel_ms", "target_ms", "ratio", "round_ratios_q1_q3", "accel_step_peak_mib", "target_step_peak_mib", "error"]) + [""]
-    if "startup" in sections:
-        rows = results["startup"] = bench_startup(args.quick)
-        md += ["## Start-up", ""] + table(rows, ["what", "ms", "added_ms"]) + [""]
-
-    os.makedirs(args.output_dir, exist_ok=True)
-    name = f"{results['machine']['runtime']}-{re.sub(r'[^A-Za-z0-9]+', '-', results['machine'].get('gpu', platform.node()))}"
-    with open(os.path.join(args.output_dir, name + ".json"), "w") as f:
-        json.dump(results, f, indent=1)
-    with open(os.path.join(args.output_dir, name + ".md"), "w") as f:
-        f.write("\n".join(md))
-    print("\n".join(md))
-    print(f"written to {os.path.join(args.output_dir, name)}.{{md,json}}")
+    info = machine()
+    if args.run_id:
+        info["run_id"] = args.run_id
+    results = previous_results(args.output_dir, args.run_id, info) if args.run_id else {}
+    results["machine"] = {**results.get("machine", {}), **info}
+    for section in SECTIONS:  # in the table's order, each written as soon as it is done
+        if section not in sections:
+            continue
+        run_section(section, results, args.quick)
+        base = write_results(results, args.output_dir)
+        print("\n".join(section_markdown(section, results)) + "\n", flush=True)
+        print(f"written to {base}.{{md,json}}", flush=True)
     return 0
 
 
