@@ -18,7 +18,9 @@ c10::DeviceIndex resolveIndex(c10::Device device) {
   // The common case, an existing device named by index (every guard that
   // operators take), costs one device-count query; the checks below only
   // run to report bad input.
-  if (C10_LIKELY(device.has_index() && device.index() < runtime().deviceCount())) {
+  // (A negative index other than -1 can reach here from Python through
+  // torch.accelerator: it names no device.)
+  if (C10_LIKELY(device.index() >= 0 && device.index() < runtime().deviceCount())) {
     return device.index();
   }
   checkDeviceAvailable();

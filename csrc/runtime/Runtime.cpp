@@ -72,13 +72,13 @@ void checkDeviceAvailable() {
       " runtime found none; see TORCH_ACCEL_RUNTIME and TORCH_ACCEL_HOST_DEVICES)");
 }
 
-void checkDeviceIndex(c10::DeviceIndex index) {
+void checkDeviceIndex(int64_t index) {
   checkDeviceAvailable();
-  const auto count = runtime().deviceCount();
+  const int64_t count = runtime().deviceCount();
   TORCH_CHECK(
       index >= 0 && index < count,
       "Invalid accel device index ",
-      static_cast<int>(index),
+      index,
       ": there ",
       count == 1 ? "is 1 accel device" : "are " + std::to_string(count) + " accel devices",
       " (",

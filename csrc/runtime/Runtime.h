@@ -133,9 +133,10 @@ void initializeRuntime();
 bool runtimeInitialized() noexcept;
 
 // Throw a clear RuntimeError when no accel device exists / when `index`
-// names no existing accel device.
+// names no existing accel device. `index` is wider than c10::DeviceIndex so
+// that an index from Python is checked before it could wrap around.
 void checkDeviceAvailable();
-void checkDeviceIndex(c10::DeviceIndex index);
+void checkDeviceIndex(int64_t index);
 
 // The target device that stands in for accel:`index`.
 c10::Device targetDevice(c10::DeviceIndex index);
