@@ -170,11 +170,13 @@ PYBIND11_MODULE(_C, m) {
   // Runtime selection and initialisation.
   m.def("_runtime_name", [] { return std::string(runtime().name()); });
   m.def("_target_device_type", [] { return c10::DeviceTypeName(runtime().targetType(), /*lower_case=*/true); });
-  m.def("_init", [] {
-    TORCH_CHECK(
-        !torch::utils::is_device_in_bad_fork(kAccel),
-        "Cannot re-initialize accel in forked subprocess. To use accel with multiprocessing, "
-        "you must use the 'spawn' start method");
+  // Forked after initialisation: the runtime's own flag (set whenever the
+  // runtime initialised) or torch's (set when Python initialised accel).
+  const auto in_bad_fork = [] { return inBadFork() || torch::utils::is_device_in_bad_fork(kAccel); };
+  m.def("_init", [in_bad_fork] {
+    if (in_bad_fork()) {
+      detail::throwInBadFork();
+    }
     checkDeviceAvailable();
     at::globalContext().lazyInitDevice(kAccel);
     preferTargetKernels();
@@ -183,7 +185,7 @@ PYBIND11_MODULE(_C, m) {
     // accel factory call, goes through torch.accel._lazy_init again (and fails).
     torch::utils::register_fork_handler_for_device_init(kAccel);
   });
-  m.def("_is_in_bad_fork", [] { return torch::utils::is_device_in_bad_fork(kAccel); });
+  m.def("_is_in_bad_fork", in_bad_fork);
 
   // Devices.
   m.def("_device_count", [] { return guard().deviceCount(); });
@@ -245,7 +247,15 @@ PYBIND11_MODULE(_C, m) {
     const auto& end_event = reinterpret_cast<THPEvent*>(end.ptr())->event;
     return start_event.elapsedTime(end_event);
   });
-  m.def("_stream_priority_range", [] { return runtime().streamPriorityRange(); });
+  m.def("_stream_priority_range", [] {
+    checkNotInBadFork();
+    return runtime().streamPriorityRange();
+  });
+  m.def("_stream_priority", [](int64_t stream_id, int64_t device_index, int64_t device_type) {
+    checkNotInBadFork();
+    checkDeviceIndex(device_index);
+    return runtime().streamPriority(unpack(stream_id, device_index, device_type));
+  });
 
   // Memory (the device allocator's statistics, per accel device).
   m.def("_memory_stats", [](int64_t device) {

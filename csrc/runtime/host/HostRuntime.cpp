@@ -310,6 +310,14 @@ public:
     return {least, greatest};
   }
 
+  int streamPriority(const c10::Stream& stream) const override {
+    // The pool's streams were created with the ends of the range; the
+    // default stream (a null handle) reports 0.
+    int priority = 0;
+    TORCH_ACCEL_ACCELRT_CHECK(accelrtStreamGetPriority(handle(stream), &priority));
+    return priority;
+  }
+
   c10::DeviceAllocator* allocator() const override {
     return hostAllocator();
   }
