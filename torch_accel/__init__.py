@@ -29,6 +29,7 @@ from .memory import (
     memory_reserved,
     memory_stats,
     memory_stats_as_nested_dict,
+    memory_summary,
     reset_accumulated_memory_stats,
     reset_peak_memory_stats,
 )

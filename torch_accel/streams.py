@@ -33,6 +33,8 @@ class Stream(torch.Stream):
         if kwargs.get("stream_id") is not None:
             return super().__new__(cls, priority=priority, **kwargs)
         index = _get_device_index(device, optional=True)
+        # Before torch.device narrows it to an int8 (2**40 would become accel:0).
+        _C._check_device_index(index)
         return super().__new__(cls, torch.device("accel", index), priority=priority)
 
     def wait_event(self, event: "torch.Event") -> None:

@@ -190,6 +190,7 @@ PYBIND11_MODULE(_C, m) {
   // Devices.
   m.def("_device_count", [] { return guard().deviceCount(); });
   m.def("_get_device", [] { return guard().getDevice().index(); });
+  m.def("_check_device_index", [](int64_t device) { checkDeviceIndex(device); });
   m.def("_set_device", [](int64_t device) { guard().setDevice(accelDevice(device)); });
   m.def("_exchange_device", [](int64_t device) { return guard().exchangeDevice(accelDevice(device)).index(); });
   m.def("_maybe_exchange_device", [](int64_t device) {
