@@ -179,6 +179,7 @@ INHERITED_TENSOR_USES = [
     "torch.accelerator.current_stream()",
     "torch.accelerator.synchronize()",
     "torch.randn(2, device='accel')",
+    "torch.ones(4).pin_memory()",
 ]
 
 FORK_EACH = """
@@ -228,6 +229,7 @@ def test_fork_child_that_never_touches_accel_is_unaffected():
         assert not torch_accel.is_initialized() and not torch_accel._initialized and torch_accel._is_in_bad_fork()
         assert torch.equal(torch.arange(4.0) * 2, torch.tensor([0.0, 2.0, 4.0, 6.0]))
         torch.manual_seed(0)  # seeds the CPU, skips accel (as cuda in a bad fork)
+        assert not torch.ones(2).is_pinned()
         del x
         import gc; gc.collect()""",
         )
