@@ -33,7 +33,7 @@ def _sources(pattern):
 
 
 def _with_cuda():
-    flag = os.environ.get("TORCH_ACCEL_BUILD_CUDA", "auto")
+    flag = os.environ.get("TORCH_ACCEL_BUILD_CUDA") or "auto"
     if flag not in ("auto", "0", "1"):
         raise ValueError(f"TORCH_ACCEL_BUILD_CUDA must be auto, 0 or 1, not {flag!r}")
     available = torch.version.cuda is not None and CUDA_HOME is not None
@@ -73,12 +73,19 @@ def _extension():
     return CUDAExtension(**kwargs) if with_cuda else CppExtension(**kwargs)
 
 
+def _skip_extension():
+    flag = os.environ.get("TORCH_ACCEL_SKIP_EXTENSION") or "0"
+    if flag not in ("0", "1"):
+        raise ValueError(f"TORCH_ACCEL_SKIP_EXTENSION must be 0 or 1, not {flag!r}")
+    return flag == "1"
+
+
 setup(
     name="torch-accel",
     version="0.1.0",
     description="PrivateUse1 backend 'accel' for PyTorch, backed by CUDA or by an emulated host runtime",
     packages=find_packages(include=["torch_accel", "torch_accel.*"]),
-    ext_modules=[] if os.environ.get("TORCH_ACCEL_SKIP_EXTENSION") == "1" else [_extension()],
+    ext_modules=[] if _skip_extension() else [_extension()],
     cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
     python_requires=">=3.10",
     install_requires=["torch==2.11.0"],

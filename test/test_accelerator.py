@@ -198,6 +198,26 @@ def test_a_device_that_does_not_exist_is_a_clear_error(call):
         call()
 
 
+@pytest.mark.parametrize("index", [-5, -100])
+def test_a_negative_index_names_no_device(index):
+    # torch.accelerator passes negative indices other than -1 through (cuda:
+    # "invalid device ordinal" from cudaSetDevice); the guard reports them.
+    with pytest.raises(RuntimeError, match=rf"Invalid accel device index {index}: there (is|are) \d+ accel devices?"):
+        with A.device_index(index):
+            pass
+    assert A.current_device_index() == 0
+
+
+def test_an_index_beyond_int8_fails_in_torch_accelerator_itself():
+    # torch._C._accelerator_* take a c10::DeviceIndex: PyTorch's pybind11
+    # rejects 2**40 before accel is reached, for cuda as for accel (see the
+    # README's known limitations); the current device stays.
+    for call in (A.set_device_index, A.current_stream, A.synchronize):
+        with pytest.raises(TypeError, match="incompatible function arguments"):
+            call(2**40)
+    assert A.current_device_index() == 0
+
+
 @pytest.mark.parametrize("device", ["cpu", "cuda:0", torch.device("meta")])
 def test_a_device_of_another_type_is_rejected(device):
     with pytest.raises(ValueError, match="doesn't match the current accelerator accel"):

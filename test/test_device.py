@@ -154,6 +154,62 @@ def test_set_device_too_large():
     assert torch_accel.current_device() == 0
 
 
+# Indices beyond c10::DeviceIndex (int8) must be reported as they were given,
+# never wrap around to an existing device (2**40 % 256 == 0) or fail in pybind11.
+HUGE = [2**40, 10**12, 200, -5, -(2**40)]
+ACCEL_CALLS = {
+    "set_device": torch_accel.set_device,
+    "device": lambda i: torch_accel.device(i).__enter__(),
+    "synchronize": torch_accel.synchronize,
+    "current_stream": torch_accel.current_stream,
+    "default_stream": torch_accel.default_stream,
+    "Stream": lambda i: torch_accel.Stream(device=i),
+    "get_device_properties": torch_accel.get_device_properties,
+    "get_device_capability": torch_accel.get_device_capability,
+    "memory_allocated": torch_accel.memory_allocated,
+    "memory_stats": torch_accel.memory_stats,
+    "reset_peak_memory_stats": torch_accel.reset_peak_memory_stats,
+    "mem_get_info": torch_accel.mem_get_info,
+    "get_rng_state": torch_accel.get_rng_state,
+    "empty_strided (Inductor)": lambda i: torch_accel._C._empty_strided((2,), (1,), torch.float32, i),
+}
+
+
+@pytest.mark.parametrize("index", HUGE)
+@pytest.mark.parametrize("call", list(ACCEL_CALLS.values()), ids=list(ACCEL_CALLS))
+def test_device_index_out_of_range_is_invalid_device_ordinal(call, index):
+    count = torch_accel.device_count()
+    noun = "is 1 accel device" if count == 1 else f"are {count} accel devices"
+    with pytest.raises(RuntimeError, match=rf"Invalid accel device index {index}: there {noun}"):
+        call(index)
+    assert torch_accel.current_device() == 0
+
+
+def test_device_context_manager_minus_one_and_none_are_no_ops(two_devices):
+    # As torch.cuda.device; any other negative index names no device (above).
+    torch_accel.set_device(1)
+    for index in (-1, None):
+        with torch_accel.device(index):
+            assert torch_accel.current_device() == 1
+    assert torch_accel.current_device() == 1
+
+
+def test_torch_device_index_limits():
+    # torch.device itself (PyTorch's constructor, before accel is reached): a
+    # string index that does not parse is an error; an int index is narrowed
+    # to c10::DeviceIndex (int8) without a check, as for cuda, so a wrapped
+    # negative index is reported when used, and one that wraps onto an
+    # existing device cannot be told apart (see the README's known limitations).
+    with pytest.raises(RuntimeError, match="Could not parse device index"):
+        torch.device(f"accel:{10**12}")
+    with pytest.raises(RuntimeError, match="Device index must not be negative"):
+        torch.device("accel", -5)
+    assert torch.device("accel", 10**12).index == torch.device("cuda", 10**12).index
+    wrapped = torch.device("accel", 200)
+    with pytest.raises(RuntimeError, match=rf"Invalid accel device index {wrapped.index}"):
+        torch.empty(1, device=wrapped)
+
+
 @pytest.mark.parametrize("bad", [1.5, [0], object()])
 def test_device_index_wrong_type(bad):
     with pytest.raises(TypeError, match="Expected an accel device"):

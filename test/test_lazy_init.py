@@ -153,6 +153,90 @@ def test_fork_after_init_poisons_child(child):
     assert out.strip() == "3"
 
 
+# What a child forked after initialisation may do with an accel tensor it
+# inherited. Each must raise CUDA's error with accel's name (on both runtimes:
+# the check sits above the runtime interface), never run on the copy-on-write
+# memory, never hang.
+INHERITED_TENSOR_USES = [
+    "x + 1",
+    "x.cpu()",
+    "print(x)",
+    "x[0].item()",
+    "x.fill_(1)",
+    "x.sum()",
+    "x.clone()",
+    "torch.empty_like(x)",
+    "x.new_zeros(2)",
+    "x.to('accel:1')",
+    "x.copy_(torch.zeros(4))",
+    "torch.zeros(4).copy_(x)",
+    "torch_accel.Stream()",
+    "torch.Stream(device='accel')",
+    "torch_accel.Event().record()",
+    "torch_accel.current_stream()",
+    "torch_accel.synchronize()",
+    "torch_accel.Stream.priority_range()",
+    "torch.accelerator.current_stream()",
+    "torch.accelerator.synchronize()",
+    "torch.randn(2, device='accel')",
+    "torch.ones(4).pin_memory()",
+]
+
+FORK_EACH = """
+import os, sys, time, torch, torch_accel
+x = torch.arange(4.0, device="accel")
+results = {}
+for use in USES:
+    pid = os.fork()
+    if pid == 0:
+        try:
+            eval(use)
+            os._exit(2)  # it ran
+        except RuntimeError as e:
+            message = str(e)
+            named = "Cannot re-initialize accel in forked subprocess" in message and "'spawn' start method" in message
+            os._exit(3 if named else 4)
+        except BaseException:
+            os._exit(5)
+    deadline = time.monotonic() + 60
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            results[use] = os.waitstatus_to_exitcode(status)
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            results[use] = "hung"
+            break
+        time.sleep(0.01)
+print(results)
+"""
+
+
+def test_fork_child_touching_an_inherited_tensor_gets_a_clear_error(two_devices):
+    out = check(f"USES = {INHERITED_TENSOR_USES!r}\n" + FORK_EACH, timeout=300)
+    results = eval(out.strip().splitlines()[-1])
+    assert results == {use: 3 for use in INHERITED_TENSOR_USES}
+
+
+def test_fork_child_that_never_touches_accel_is_unaffected():
+    # It may hold (and drop) inherited accel tensors, count devices and do CPU work.
+    out = check(
+        FORK_CHILD.format(
+            parent='x = torch.arange(4.0, device="accel")',
+            child="""assert torch_accel.device_count() > 0 and torch_accel.is_available()
+        assert not torch_accel.is_initialized() and not torch_accel._initialized and torch_accel._is_in_bad_fork()
+        assert torch.equal(torch.arange(4.0) * 2, torch.tensor([0.0, 2.0, 4.0, 6.0]))
+        torch.manual_seed(0)  # seeds the CPU, skips accel (as cuda in a bad fork)
+        assert not torch.ones(2).is_pinned()
+        del x
+        import gc; gc.collect()""",
+        )
+    )
+    assert out.strip() == "0"
+
+
 def test_fork_before_init_is_fine():
     out = check(
         FORK_CHILD.format(

@@ -38,6 +38,36 @@ def test_stream_priority():
     assert high.query() and low.query()
 
 
+def test_stream_priorities_have_cudas_semantics(two_devices):
+    # (lowest, highest), a lower number a higher priority, the default 0 the
+    # lowest: CUDA's convention. Host runtime: accelrt's (0, -1); CUDA
+    # runtime: the range torch.cuda.Stream.priority_range() gives.
+    least, greatest = torch_accel.Stream.priority_range()
+    assert least == 0 and greatest < 0
+    if torch_accel.runtime() == "cuda":
+        assert (least, greatest) == torch.cuda.Stream.priority_range()
+    else:
+        assert (least, greatest) == (0, -1)
+    for device in (0, 1):
+        for priority in range(greatest, least + 1):
+            stream = torch_accel.Stream(device=device, priority=priority)
+            assert stream.priority == priority and stream.device_index == device
+        # Outside the range: the nearest end, as torch.cuda.Stream.
+        assert torch_accel.Stream(device=device, priority=greatest - 100).priority == greatest
+        assert torch_accel.Stream(device=device, priority=least + 100).priority == least
+        assert torch_accel.Stream(device=device).priority == 0
+        assert torch_accel.default_stream(device).priority == 0
+        assert torch_accel.current_stream(device).priority == 0
+
+
+def test_current_stream_reports_the_priority_of_the_stream_set():
+    high = torch_accel.Stream(priority=torch_accel.Stream.priority_range()[1])
+    with torch_accel.stream(high):
+        current = torch_accel.current_stream()
+        assert current == high and current.priority == high.priority < 0
+    assert torch_accel.current_stream().priority == 0
+
+
 def test_generic_torch_stream_and_event(two_devices):
     s = torch.Stream(device="accel:1")
     assert s.device == torch.device("accel:1")
@@ -264,6 +294,21 @@ def test_stream_on_missing_device():
         torch_accel.Stream(device=count)
     with pytest.raises(RuntimeError, match="Invalid accel device index"):
         torch.Stream(device=f"accel:{count}")
+    with pytest.raises(RuntimeError, match="Invalid accel device index 7: there"):
+        torch.Stream(device="accel:7", priority=-1)
+
+
+def test_generic_event_on_missing_device_keeps_only_the_device_type():
+    # PyTorch's torch.Event(device=...) keeps the device type and drops the
+    # index (torch/csrc/Event.cpp), for cuda as for accel: nothing is created
+    # until the event is recorded, and then it belongs to the stream's device.
+    event = torch.Event(device="accel:7")
+    assert event.device.type == "accel"
+    event.record()
+    assert event.device == torch.device("accel:0")
+    event.synchronize()
+    with pytest.raises(RuntimeError, match="Invalid accel device index 7"):
+        event.record(torch.Stream(device="accel:7"))
 
 
 @pytest.mark.parametrize("bad", [None, 0, "accel:0"])

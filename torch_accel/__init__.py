@@ -29,6 +29,7 @@ from .memory import (
     memory_reserved,
     memory_stats,
     memory_stats_as_nested_dict,
+    memory_summary,
     reset_accumulated_memory_stats,
     reset_peak_memory_stats,
 )
@@ -121,8 +122,12 @@ def set_device(device: DeviceLike) -> None:
 
 
 def _exchange_device(device: int) -> int:
-    r"""Make ``device`` current and return the previous device; a negative ``device`` does nothing and gives -1."""
-    if device < 0:
+    r"""Make ``device`` current and return the previous device; ``device=-1`` does nothing and gives -1.
+
+    Any other index that names no accel device raises (torch.cuda ignores
+    every negative index).
+    """
+    if device == -1:
         return -1
     _lazy_init()
     return _C._exchange_device(device)
@@ -130,7 +135,7 @@ def _exchange_device(device: int) -> int:
 
 def _maybe_exchange_device(device: int) -> int:
     r"""Like _exchange_device, but never creates a context on ``device``."""
-    if device < 0:
+    if device == -1:
         return -1
     _lazy_init()
     return _C._maybe_exchange_device(device)
@@ -140,8 +145,10 @@ class device:
     r"""Context manager that changes the selected accel device.
 
     Args:
-        device (torch.device, str or int): device index to select. A negative
-            index or None makes it a no-op.
+        device (torch.device, str or int): device index to select. ``-1`` or
+            None makes it a no-op; any other index that names no accel device
+            (``-5`` included, which torch.cuda.device ignores) raises
+            RuntimeError on entry.
     """
 
     def __init__(self, device: Any) -> None:
@@ -245,6 +252,11 @@ _INDUCTOR_BACKEND_ATTRIBUTES = ("Scheduling", "PythonWrapperCodegen", "CppWrappe
 
 
 def __getattr__(name: str) -> Any:
+    # torch.cuda's module global, which device-generic code reads (e.g.
+    # torch.utils.checkpoint stashes and restores the device RNG state only
+    # when it is true). Computed, so that it is also false in a forked child.
+    if name == "_initialized":
+        return is_initialized()
     # default_generators is filled in at initialisation (as torch.cuda's).
     if name == "default_generators":
         from . import _lazy

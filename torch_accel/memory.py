@@ -23,6 +23,7 @@ __all__ = [
     "memory_reserved",
     "memory_stats",
     "memory_stats_as_nested_dict",
+    "memory_summary",
     "reset_accumulated_memory_stats",
     "reset_peak_memory_stats",
 ]
@@ -105,6 +106,59 @@ def mem_get_info(device: DeviceLike = None) -> tuple[int, int]:
     r"""Return the global free and total memory of a given accel device, in bytes."""
     _lazy_init()
     return tuple(_C._mem_get_info(_get_device_index(device, optional=True)))
+
+
+# memory_summary's rows: (title, memory_stats key, counts bytes).
+_SUMMARY_ROWS = (
+    ("Allocated memory", "allocated_bytes", True),
+    ("Active memory", "active_bytes", True),
+    ("Requested memory", "requested_bytes", True),
+    ("Reserved memory", "reserved_bytes", True),
+    ("Non-releasable memory", "inactive_split_bytes", True),
+    ("Allocations", "allocation", False),
+    ("Active allocs", "active", False),
+    ("Reserved segments", "segment", False),
+    ("Non-releasable allocs", "inactive_split", False),
+)
+
+
+def _format_count(value: int, is_bytes: bool) -> str:
+    if not is_bytes:
+        return str(value)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value} {unit}" if unit == "B" else f"{value:.2f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def memory_summary(device: DeviceLike = None, abbreviated: bool = False) -> str:
+    r"""Return a human-readable table of the accel memory allocator's statistics for a given device.
+
+    As torch.cuda.memory_summary: for each statistic of :func:`memory_stats`,
+    its current value, its peak, and the totals allocated and freed; unless
+    ``abbreviated``, also split into the large and small pools. Useful to
+    print during training or when out of memory (FSDP logs it).
+    """
+    index = _get_device_index(device, optional=True)
+    stats = memory_stats(index)
+    pools = ("all",) if abbreviated else ("all", "large_pool", "small_pool")
+    columns = ("current", "peak", "allocated", "freed")
+    header = f"{'':<28}" + "".join(f"{c:>16}" for c in ("Cur Usage", "Peak Usage", "Tot Alloc", "Tot Freed"))
+    rule = "=" * len(header)
+    lines = [rule, f" accel memory summary, device {index} ({_C._runtime_name()} runtime)", rule, header]
+    for title, key, is_bytes in _SUMMARY_ROWS:
+        lines.append("-" * len(header))
+        for pool in pools:
+            name = title if pool == "all" else f"  from {pool.split('_')[0]} pool"
+            values = (_format_count(stats.get(f"{key}.{pool}.{c}", 0), is_bytes) for c in columns)
+            lines.append(f"{name:<28}" + "".join(f"{v:>16}" for v in values))
+    lines.append("-" * len(header))
+    lines.append(
+        f"Allocator retries: {stats.get('num_alloc_retries', 0)}    Out-of-memory errors: {stats.get('num_ooms', 0)}"
+    )
+    lines.append(rule)
+    return "\n".join(lines) + "\n"
 
 
 del torch

@@ -24,7 +24,7 @@ class Stream(torch.Stream):
             current device if None (default).
         priority (int, optional): priority of the stream, which can be positive,
             0 (default) or negative. A lower number is a higher priority; values
-            outside the device's range map to the nearest valid priority.
+            outside :meth:`priority_range` map to the nearest valid priority.
     """
 
     def __new__(cls, device: DeviceLike = None, priority: int = 0, **kwargs: Any) -> "Stream":
@@ -33,6 +33,8 @@ class Stream(torch.Stream):
         if kwargs.get("stream_id") is not None:
             return super().__new__(cls, priority=priority, **kwargs)
         index = _get_device_index(device, optional=True)
+        # Before torch.device narrows it to an int8 (2**40 would become accel:0).
+        _C._check_device_index(index)
         return super().__new__(cls, torch.device("accel", index), priority=priority)
 
     def wait_event(self, event: "torch.Event") -> None:
@@ -49,6 +51,22 @@ class Stream(torch.Stream):
             event = Event()
         event.record(self)
         return event
+
+    @property
+    def priority(self) -> int:
+        r"""The priority of this stream, a value of :meth:`priority_range` (0 for the default stream)."""
+        return _C._stream_priority(self.stream_id, self.device_index, self.device_type)
+
+    @staticmethod
+    def priority_range() -> tuple[int, int]:
+        r"""Return the (lowest, highest) stream priorities, as torch.cuda.Stream.priority_range.
+
+        A lower number is a higher priority. On the CUDA runtime it is the
+        range torch.cuda serves (e.g. ``(0, -3)``); on the host runtime it is
+        accelrt's, ``(0, -1)``.
+        """
+        _lazy_init()
+        return _C._stream_priority_range()
 
     @property
     def accel_stream(self) -> int:

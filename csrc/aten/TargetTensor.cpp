@@ -134,6 +134,9 @@ viewImpl(c10::DataPtr data, size_t nbytes, caffe2::TypeMeta dtype, bool resizabl
 
 at::Tensor targetOver(const at::Tensor& accel, bool resizable, bool keep_alive) {
   TORCH_INTERNAL_ASSERT(accel.device().type() == c10::DeviceType::PrivateUse1);
+  // Every operator and copy hands accel memory to target kernels here: in a
+  // process forked after initialisation that memory is not this process's.
+  checkNotInBadFork();
   const c10::Storage& storage = accel.storage();
   const c10::DeviceIndex device = accel.device().index();
   auto data = keep_alive ? retainingData(storage, device) : borrowedData(const_cast<void*>(storage.data()), device);
@@ -175,6 +178,7 @@ c10::DispatchKey targetDispatchKey() {
 }
 
 at::Tensor targetBytes(void* data, size_t nbytes, c10::DeviceIndex device) {
+  checkNotInBadFork();
   auto impl = targetImpl(borrowedData(data, device), nbytes, caffe2::TypeMeta::Make<uint8_t>());
   impl->set_sizes_contiguous({static_cast<int64_t>(nbytes)});
   return at::Tensor(std::move(impl));

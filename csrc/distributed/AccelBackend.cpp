@@ -263,7 +263,7 @@ c10::intrusive_ptr<c10d::Work> AccelBackend::barrier(const c10d::BarrierOptions&
   }
   target_opts.device_ids.clear();
   for (const int64_t id : accel_ids) {
-    checkDeviceIndex(static_cast<c10::DeviceIndex>(id));
+    checkDeviceIndex(id);
     const c10::Device target = targetDevice(static_cast<c10::DeviceIndex>(id));
     if (target.has_index()) {
       target_opts.device_ids.push_back(target.index());

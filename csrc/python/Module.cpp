@@ -40,11 +40,12 @@ const c10::impl::DeviceGuardImplInterface& guard() {
   return *c10::impl::getDeviceGuardImpl(kAccel);
 }
 
-// An explicit index from Python: -1 would mean "current device" to c10, so
-// it is checked before it becomes a Device.
-c10::Device accelDevice(c10::DeviceIndex index) {
+// An explicit index from Python: -1 would mean "current device" to c10, and
+// a value beyond c10::DeviceIndex would wrap around, so it is taken as an
+// int64_t and checked before it becomes a Device.
+c10::Device accelDevice(int64_t index) {
   checkDeviceIndex(index);
-  return c10::Device(kAccel, index);
+  return c10::Device(kAccel, static_cast<c10::DeviceIndex>(index));
 }
 
 // Streams cross into Python as (stream_id, device_index, device_type), the
@@ -118,7 +119,7 @@ py::dict statsToDict(const c10::CachingDeviceAllocator::DeviceStats& stats) {
   return d;
 }
 
-c10::DeviceAllocator* allocatorFor(c10::DeviceIndex device) {
+c10::DeviceAllocator* allocatorFor(int64_t device) {
   checkDeviceIndex(device);
   return runtime().allocator();
 }
@@ -146,8 +147,8 @@ PyObject* emptyStridedPy(PyObject* /*self*/, PyObject* const* args, Py_ssize_t n
   const auto stride = unpackInts(args[1], "stride");
   TORCH_CHECK_TYPE(THPDtype_Check(args[2]), "_empty_strided: dtype must be a torch.dtype");
   const auto dtype = reinterpret_cast<THPDtype*>(args[2])->scalar_type;
-  const auto device = static_cast<c10::DeviceIndex>(THPUtils_unpackLong(args[3]));
-  return THPVariable_Wrap(emptyStrided(size, stride, dtype, device));
+  const auto device = accelDevice(THPUtils_unpackLong(args[3]));
+  return THPVariable_Wrap(emptyStrided(size, stride, dtype, device.index()));
   END_HANDLE_TH_ERRORS
 }
 
@@ -169,11 +170,13 @@ PYBIND11_MODULE(_C, m) {
   // Runtime selection and initialisation.
   m.def("_runtime_name", [] { return std::string(runtime().name()); });
   m.def("_target_device_type", [] { return c10::DeviceTypeName(runtime().targetType(), /*lower_case=*/true); });
-  m.def("_init", [] {
-    TORCH_CHECK(
-        !torch::utils::is_device_in_bad_fork(kAccel),
-        "Cannot re-initialize accel in forked subprocess. To use accel with multiprocessing, "
-        "you must use the 'spawn' start method");
+  // Forked after initialisation: the runtime's own flag (set whenever the
+  // runtime initialised) or torch's (set when Python initialised accel).
+  const auto in_bad_fork = [] { return inBadFork() || torch::utils::is_device_in_bad_fork(kAccel); };
+  m.def("_init", [in_bad_fork] {
+    if (in_bad_fork()) {
+      detail::throwInBadFork();
+    }
     checkDeviceAvailable();
     at::globalContext().lazyInitDevice(kAccel);
     preferTargetKernels();
@@ -182,31 +185,28 @@ PYBIND11_MODULE(_C, m) {
     // accel factory call, goes through torch.accel._lazy_init again (and fails).
     torch::utils::register_fork_handler_for_device_init(kAccel);
   });
-  m.def("_is_in_bad_fork", [] { return torch::utils::is_device_in_bad_fork(kAccel); });
+  m.def("_is_in_bad_fork", in_bad_fork);
 
   // Devices.
   m.def("_device_count", [] { return guard().deviceCount(); });
   m.def("_get_device", [] { return guard().getDevice().index(); });
-  m.def("_set_device", [](c10::DeviceIndex device) { guard().setDevice(accelDevice(device)); });
-  m.def(
-      "_exchange_device", [](c10::DeviceIndex device) { return guard().exchangeDevice(accelDevice(device)).index(); });
-  m.def("_maybe_exchange_device", [](c10::DeviceIndex device) {
+  m.def("_check_device_index", [](int64_t device) { checkDeviceIndex(device); });
+  m.def("_set_device", [](int64_t device) { guard().setDevice(accelDevice(device)); });
+  m.def("_exchange_device", [](int64_t device) { return guard().exchangeDevice(accelDevice(device)).index(); });
+  m.def("_maybe_exchange_device", [](int64_t device) {
     return at::detail::getPrivateUse1Hooks().maybeExchangeDevice(accelDevice(device).index());
   });
-  m.def("_synchronize", [](c10::DeviceIndex device) {
-    accelDevice(device);
+  m.def("_synchronize", [](int64_t device) {
+    const auto index = accelDevice(device).index();
     py::gil_scoped_release no_gil;
-    guard().synchronizeDevice(device);
+    guard().synchronizeDevice(index);
   });
-  m.def("_has_primary_context", [](c10::DeviceIndex device) {
-    accelDevice(device);
-    return runtime().hasPrimaryContext(device);
+  m.def(
+      "_has_primary_context", [](int64_t device) { return runtime().hasPrimaryContext(accelDevice(device).index()); });
+  m.def("_get_device_properties", [](int64_t device) {
+    return toDict(runtime().getDeviceProperties(accelDevice(device).index()));
   });
-  m.def("_get_device_properties", [](c10::DeviceIndex device) {
-    accelDevice(device);
-    return toDict(runtime().getDeviceProperties(device));
-  });
-  m.def("_supported_dtypes", [](c10::DeviceIndex device) {
+  m.def("_supported_dtypes", [](int64_t device) {
     // The scalar types the device's kernels support natively, by name.
     const auto capability = guard().getDeviceCapability(accelDevice(device));
     std::vector<std::string> names;
@@ -220,10 +220,8 @@ PYBIND11_MODULE(_C, m) {
   });
 
   // Streams.
-  m.def("_get_current_stream", [](c10::DeviceIndex device) { return pack(guard().getStream(accelDevice(device))); });
-  m.def("_get_default_stream", [](c10::DeviceIndex device) {
-    return pack(guard().getDefaultStream(accelDevice(device)));
-  });
+  m.def("_get_current_stream", [](int64_t device) { return pack(guard().getStream(accelDevice(device))); });
+  m.def("_get_default_stream", [](int64_t device) { return pack(guard().getDefaultStream(accelDevice(device))); });
   m.def("_set_stream", [](int64_t stream_id, int64_t device_index, int64_t device_type) {
     // As torch.cuda.set_stream: the stream becomes current on its device,
     // and its device becomes the current device.
@@ -234,7 +232,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_exchange_stream", [](int64_t stream_id, int64_t device_index, int64_t device_type) {
     return pack(guard().exchangeStream(unpack(stream_id, device_index, device_type)));
   });
-  m.def("_get_raw_stream", [](c10::DeviceIndex device) {
+  m.def("_get_raw_stream", [](int64_t device) {
     return reinterpret_cast<intptr_t>(guard().getStreamNativeHandle(guard().getStream(accelDevice(device))));
   });
   m.def("_get_stream_handle", [](int64_t stream_id, int64_t device_index, int64_t device_type) {
@@ -250,18 +248,30 @@ PYBIND11_MODULE(_C, m) {
     const auto& end_event = reinterpret_cast<THPEvent*>(end.ptr())->event;
     return start_event.elapsedTime(end_event);
   });
-  m.def("_stream_priority_range", [] { return runtime().streamPriorityRange(); });
+  m.def("_stream_priority_range", [] {
+    checkNotInBadFork();
+    return runtime().streamPriorityRange();
+  });
+  m.def("_stream_priority", [](int64_t stream_id, int64_t device_index, int64_t device_type) {
+    checkNotInBadFork();
+    checkDeviceIndex(device_index);
+    return runtime().streamPriority(unpack(stream_id, device_index, device_type));
+  });
 
   // Memory (the device allocator's statistics, per accel device).
-  m.def("_memory_stats", [](c10::DeviceIndex device) {
-    return statsToDict(allocatorFor(device)->getDeviceStats(device));
+  m.def("_memory_stats", [](int64_t device) {
+    return statsToDict(allocatorFor(device)->getDeviceStats(static_cast<c10::DeviceIndex>(device)));
   });
-  m.def("_reset_peak_memory_stats", [](c10::DeviceIndex device) { allocatorFor(device)->resetPeakStats(device); });
-  m.def("_reset_accumulated_memory_stats", [](c10::DeviceIndex device) {
-    allocatorFor(device)->resetAccumulatedStats(device);
+  m.def("_reset_peak_memory_stats", [](int64_t device) {
+    allocatorFor(device)->resetPeakStats(static_cast<c10::DeviceIndex>(device));
+  });
+  m.def("_reset_accumulated_memory_stats", [](int64_t device) {
+    allocatorFor(device)->resetAccumulatedStats(static_cast<c10::DeviceIndex>(device));
   });
   m.def("_empty_cache", [] { runtime().allocator()->emptyCache(); });
-  m.def("_mem_get_info", [](c10::DeviceIndex device) { return allocatorFor(device)->getMemoryInfo(device); });
+  m.def("_mem_get_info", [](int64_t device) {
+    return allocatorFor(device)->getMemoryInfo(static_cast<c10::DeviceIndex>(device));
+  });
 
   m.def("_alias_fallback_calls", [] { return targetCallCount(); });
 
@@ -275,7 +285,8 @@ PYBIND11_MODULE(_C, m) {
 #endif
 
   // Random number generators.
-  m.def("_default_generator", [](c10::DeviceIndex device) {
-    return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(defaultAccelGenerator(device)));
+  m.def("_default_generator", [](int64_t device) {
+    return py::reinterpret_steal<py::object>(
+        THPGenerator_initDefaultGenerator(defaultAccelGenerator(accelDevice(device).index())));
   });
 }

@@ -14,6 +14,7 @@ namespace {
 class AccelAllocator final : public c10::DeviceAllocator {
 public:
   c10::DataPtr allocate(size_t nbytes) override {
+    checkNotInBadFork();
     return target()->allocate(nbytes);
   }
 

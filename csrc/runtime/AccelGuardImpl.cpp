@@ -3,7 +3,9 @@
 // It is registered at load time, before any runtime is selected, so every
 // method forwards to runtime() and selection happens on first use. Argument
 // checks that do not depend on the runtime (device indices, event/stream
-// device agreement) live here, so both runtimes report bad input alike.
+// device agreement, use in a process forked after initialisation) live
+// here, so both runtimes report bad input alike. The methods that must not
+// throw (deviceCount, uncheckedSetDevice, destroyEvent) check nothing.
 
 #include <csrc/runtime/Runtime.h>
 
@@ -14,11 +16,14 @@ namespace torch_accel {
 namespace {
 
 c10::DeviceIndex resolveIndex(c10::Device device) {
+  checkNotInBadFork();
   TORCH_CHECK(device.type() == c10::DeviceType::PrivateUse1, "Expected an accel device, but got ", device);
   // The common case, an existing device named by index (every guard that
   // operators take), costs one device-count query; the checks below only
   // run to report bad input.
-  if (C10_LIKELY(device.has_index() && device.index() < runtime().deviceCount())) {
+  // (A negative index other than -1 can reach here from Python through
+  // torch.accelerator: it names no device.)
+  if (C10_LIKELY(device.index() >= 0 && device.index() < runtime().deviceCount())) {
     return device.index();
   }
   checkDeviceAvailable();
@@ -32,6 +37,7 @@ c10::Device accelDevice(c10::DeviceIndex index) {
 }
 
 void checkStream(const c10::Stream& stream) {
+  checkNotInBadFork();
   TORCH_CHECK(
       stream.device_type() == c10::DeviceType::PrivateUse1,
       "Expected an accel stream, but got a stream of device ",
@@ -49,6 +55,7 @@ struct AccelGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
 
   c10::Device getDevice() const override {
+    checkNotInBadFork();
     checkDeviceAvailable();
     return runtime().getDevice();
   }
@@ -119,6 +126,7 @@ struct AccelGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
 
   bool queryEvent(void* event) const override {
+    checkNotInBadFork();
     return runtime().queryEvent(event);
   }
 
@@ -137,10 +145,12 @@ struct AccelGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
 
   void synchronizeEvent(void* event) const override {
+    checkNotInBadFork();
     runtime().synchronizeEvent(event);
   }
 
   void synchronizeDevice(const c10::DeviceIndex device_index) const override {
+    checkNotInBadFork();
     checkDeviceIndex(device_index);
     runtime().synchronizeDevice(device_index);
   }
@@ -151,6 +161,7 @@ struct AccelGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
 
   double elapsedTime(void* start, void* end, const c10::DeviceIndex device_index) const override {
+    checkNotInBadFork();
     return runtime().elapsedTime(start, end, device_index);
   }
 };

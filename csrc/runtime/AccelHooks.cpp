@@ -80,6 +80,8 @@ struct AccelHooks final : public at::PrivateUse1HooksInterface {
   }
 
   c10::Allocator* getPinnedMemoryAllocator() const override {
+    // Pinned memory is the runtime's (cudaHostAlloc on the CUDA runtime).
+    checkNotInBadFork();
     checkDeviceAvailable();
     at::globalContext().lazyInitDevice(c10::DeviceType::PrivateUse1);
     return runtime().pinnedAllocator();

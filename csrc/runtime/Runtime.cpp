@@ -2,6 +2,8 @@
 
 #include <c10/util/Exception.h>
 
+#include <pthread.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <memory>
@@ -55,8 +57,33 @@ const Runtime& runtime() {
   return selected;
 }
 
+namespace {
+
+// pthread_atfork child handler: runs in the child, before fork() returns.
+void markForkedChild() {
+  detail::in_bad_fork.store(true, std::memory_order_relaxed);
+}
+
+} // namespace
+
+namespace detail {
+
+std::atomic<bool> in_bad_fork{false};
+
+void throwInBadFork() {
+  TORCH_CHECK(
+      false,
+      "Cannot re-initialize accel in forked subprocess. To use accel with multiprocessing, "
+      "you must use the 'spawn' start method");
+}
+
+} // namespace detail
+
 void initializeRuntime() {
   runtime().init();
+  // From now on a forked child inherits device state it cannot use.
+  static const int registered = pthread_atfork(nullptr, nullptr, markForkedChild);
+  TORCH_CHECK(registered == 0, "accel: cannot install its fork handler (pthread_atfork returned ", registered, ")");
   initialized.store(true, std::memory_order_release);
 }
 
@@ -72,13 +99,13 @@ void checkDeviceAvailable() {
       " runtime found none; see TORCH_ACCEL_RUNTIME and TORCH_ACCEL_HOST_DEVICES)");
 }
 
-void checkDeviceIndex(c10::DeviceIndex index) {
+void checkDeviceIndex(int64_t index) {
   checkDeviceAvailable();
-  const auto count = runtime().deviceCount();
+  const int64_t count = runtime().deviceCount();
   TORCH_CHECK(
       index >= 0 && index < count,
       "Invalid accel device index ",
-      static_cast<int>(index),
+      index,
       ": there ",
       count == 1 ? "is 1 accel device" : "are " + std::to_string(count) + " accel devices",
       " (",

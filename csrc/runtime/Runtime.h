@@ -20,7 +20,9 @@
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/Device.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/macros/Macros.h>
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -71,7 +73,12 @@ public:
 
   // Range of stream priorities, as (lowest priority, highest priority), with
   // CUDA's convention that a smaller number is a higher priority.
+  // getNewStream() clamps a priority outside it to the nearest end.
   virtual std::pair<int, int> streamPriorityRange() const = 0;
+
+  // The priority of `stream`, a value of streamPriorityRange() (the default
+  // stream's is 0, the lowest).
+  virtual int streamPriority(const c10::Stream& stream) const = 0;
 
   // Allocates accel memory on the current accel device; its DataPtrs carry
   // accel devices and are freed by the runtime.
@@ -132,10 +139,40 @@ void initializeRuntime();
 // initialise accel nor report anything, as torch.cuda's before CUDA starts.
 bool runtimeInitialized() noexcept;
 
+// --- Fork safety --------------------------------------------------------------
+//
+// A process forked after accel was initialised inherits a copy of the
+// parent's device state that it cannot use (CUDA contexts do not survive a
+// fork; on the host runtime, the copy-on-write pages of accel memory are no
+// longer the parent's). As with CUDA, such a child must not touch accel at
+// all: every place where accel work starts (the device guard, the allocator,
+// handing an accel tensor's memory to a target kernel) calls
+// checkNotInBadFork(), which throws CUDA's error with accel's name. It costs
+// one relaxed load: the flag is written only in the child, by a
+// pthread_atfork handler that initializeRuntime() installs, before the child
+// runs anything else.
+
+namespace detail {
+extern std::atomic<bool> in_bad_fork;
+[[noreturn]] void throwInBadFork();
+} // namespace detail
+
+// Whether this process was forked from one that had initialised accel.
+inline bool inBadFork() noexcept {
+  return detail::in_bad_fork.load(std::memory_order_relaxed);
+}
+
+inline void checkNotInBadFork() {
+  if (C10_UNLIKELY(inBadFork())) {
+    detail::throwInBadFork();
+  }
+}
+
 // Throw a clear RuntimeError when no accel device exists / when `index`
-// names no existing accel device.
+// names no existing accel device. `index` is wider than c10::DeviceIndex so
+// that an index from Python is checked before it could wrap around.
 void checkDeviceAvailable();
-void checkDeviceIndex(c10::DeviceIndex index);
+void checkDeviceIndex(int64_t index);
 
 // The target device that stands in for accel:`index`.
 c10::Device targetDevice(c10::DeviceIndex index);

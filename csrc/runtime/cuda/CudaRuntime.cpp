@@ -18,6 +18,7 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAStream.h>
 #include <c10/cuda/impl/CUDAGuardImpl.h>
 
 #include <cuda_runtime_api.h>
@@ -234,10 +235,14 @@ public:
   }
 
   std::pair<int, int> streamPriorityRange() const override {
-    int least = 0;
-    int greatest = 0;
-    C10_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    // The range c10::cuda's stream pools serve (torch.cuda.Stream.priority_range()),
+    // a subset of the device's: a priority beyond it gets the nearest pool.
+    const auto [least, greatest] = c10::cuda::CUDAStream::priority_range();
     return {least, greatest};
+  }
+
+  int streamPriority(const c10::Stream& stream) const override {
+    return c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, toCuda(stream)).priority();
   }
 
   c10::DeviceAllocator* allocator() const override {

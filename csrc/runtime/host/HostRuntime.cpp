@@ -8,6 +8,7 @@
 // queries report completion and waits return at once, exactly as they would
 // on CUDA for work that has finished.
 
+#include <csrc/runtime/Environment.h>
 #include <csrc/runtime/Runtime.h>
 #include <csrc/runtime/host/AccelrtCheck.h>
 #include <csrc/runtime/host/HostAllocator.h>
@@ -19,7 +20,7 @@
 
 #include <array>
 #include <atomic>
-#include <cstdlib>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -32,37 +33,22 @@ constexpr int kMaxDevices = 64; // accelrt's own limit
 constexpr int kPoolSize = 32;
 constexpr int kPriorityClasses = 2; // 0: low (default) priority, 1: high
 
-// Host device count: TORCH_ACCEL_HOST_DEVICES, default 2. Read once, when the
-// host runtime is selected; a malformed value is reported, never guessed.
+// Host device count: TORCH_ACCEL_HOST_DEVICES, default 2 (0 is allowed: a
+// process without accel devices). Read once, when the host runtime is selected.
 int configuredDeviceCount() {
-  const char* env = std::getenv("TORCH_ACCEL_HOST_DEVICES");
-  if (env == nullptr || *env == '\0') {
-    return 2;
-  }
-  char* end = nullptr;
-  const long value = std::strtol(env, &end, 10);
-  TORCH_CHECK_VALUE(
-      *end == '\0' && value >= 0 && value <= kMaxDevices,
-      "TORCH_ACCEL_HOST_DEVICES must be an integer between 0 and ",
-      kMaxDevices,
-      ", got '",
-      env,
-      "'");
-  return static_cast<int>(value);
+  return static_cast<int>(integerFromEnvironment("TORCH_ACCEL_HOST_DEVICES", 0, kMaxDevices).value_or(2));
 }
 
 // TORCH_ACCEL_HOST_MEMORY_MB: the memory of each host device, in MiB; unset
 // keeps accelrt's default. Lets tests and demos exercise out-of-memory paths.
+// At least 1 MiB, and at most what a size_t counts in bytes.
 std::optional<size_t> configuredMemoryLimit() {
-  const char* env = std::getenv("TORCH_ACCEL_HOST_MEMORY_MB");
-  if (env == nullptr || *env == '\0') {
+  constexpr auto kMaxMiB = static_cast<int64_t>(std::numeric_limits<size_t>::max() >> 20);
+  const auto mib = integerFromEnvironment("TORCH_ACCEL_HOST_MEMORY_MB", 1, kMaxMiB);
+  if (!mib) {
     return std::nullopt;
   }
-  char* end = nullptr;
-  const long long value = std::strtoll(env, &end, 10);
-  TORCH_CHECK_VALUE(
-      *end == '\0' && value > 0, "TORCH_ACCEL_HOST_MEMORY_MB must be a positive integer, got '", env, "'");
-  return static_cast<size_t>(value) << 20;
+  return static_cast<size_t>(*mib) << 20;
 }
 
 // Runs `fn` with `device` current for accelrt calls that act on the current
@@ -308,6 +294,14 @@ public:
     int greatest = 0;
     TORCH_ACCEL_ACCELRT_CHECK(accelrtDeviceGetStreamPriorityRange(&least, &greatest));
     return {least, greatest};
+  }
+
+  int streamPriority(const c10::Stream& stream) const override {
+    // The pool's streams were created with the ends of the range; the
+    // default stream (a null handle) reports 0.
+    int priority = 0;
+    TORCH_ACCEL_ACCELRT_CHECK(accelrtStreamGetPriority(handle(stream), &priority));
+    return priority;
   }
 
   c10::DeviceAllocator* allocator() const override {
