@@ -174,6 +174,10 @@ c10::DispatchKey targetDispatchKey() {
   return key;
 }
 
+c10::DispatchKey targetDispatchKey(c10::DispatchKey functionality) {
+  return c10::toRuntimePerBackendFunctionalityKey(functionality, c10::toBackendComponent(targetDispatchKey()));
+}
+
 at::Tensor targetBytes(void* data, size_t nbytes, c10::DeviceIndex device) {
   auto impl = targetImpl(borrowedData(data, device), nbytes, caffe2::TypeMeta::Make<uint8_t>());
   impl->set_sizes_contiguous({static_cast<int64_t>(nbytes)});
