@@ -101,3 +101,18 @@ def test_meta_tensors_move_as_on_the_target():
     assert isinstance(error, NotImplementedError)  # no data to copy
     moved = tensors()[0].to(ACCEL).to_sparse().to("meta")
     assert moved.device.type == "meta" and moved.layout == torch.sparse_coo
+
+
+def test_generated_tensor_methods_move_every_kind():
+    # torch.utils.generate_methods_for_privateuse1_backend: Tensor.accel(), is_accel.
+    x = tensors()[0].cpu()
+    moved = {
+        "sparse": x.to_sparse().accel(),
+        "sparse_csr": x.to_sparse_csr().accel(),
+        "quantized": torch.quantize_per_tensor(x, 0.1, 0, torch.quint8).accel(),
+        "nested": torch.nested.nested_tensor([x, x[:1]]).accel(),
+    }
+    for kind, t in moved.items():
+        assert t.is_accel and t.device.type == ACCEL, kind
+    assert_same(moved["sparse"], x.to_sparse().to(TARGET))
+    assert_same(moved["quantized"], torch.quantize_per_tensor(x, 0.1, 0, torch.quint8).to(TARGET))
