@@ -315,7 +315,7 @@ void TargetCall::syncBack() {
   c10::SmallVector<const c10::StorageImpl*, 4> synced;
   for (auto& mapped : inputs_) {
     if (!mapped.mutable_ || mapped.target_storage == nullptr) {
-      continue; // sparse tensors below, once their parts are synced
+      continue; // tensors made of parts: their parts are synced here, sparse tensors below
     }
     const bool storage_synced = std::find(synced.begin(), synced.end(), mapped.target_storage) != synced.end();
     if (!storage_synced) {

@@ -10,7 +10,9 @@
 // A call goes through its phases in this order:
 //
 //   1. arguments, in schema order: each accel tensor is replaced by a target
-//      view over the same memory (mapTensor; the same view when the same
+//      view over the same memory, of the same kind (quantized, sparse and
+//      nested tensors are mapped with their parts: see the *TargetTensor.h
+//      files) (mapTensor; the same view when the same
 //      tensor comes twice, views of one storage when tensors share an accel
 //      storage, so that overlaps are seen), other tensors are noted for the device check
 //      (noteOtherTensor), accel devices and generators become the target's
