@@ -76,6 +76,8 @@ class Copier:
     def _copy(self, t: torch.Tensor) -> torch.Tensor:
         if t.device.type != self.source:
             return t
+        if t.layout in SPARSE_LAYOUTS:
+            return self._copy_sparse(t)
         if t.layout != torch.strided or t.is_neg() or type(t) is not torch.Tensor:
             # Not a plain strided tensor: an ordinary copy is the best we can do.
             return t.to(self.device)
@@ -89,6 +91,19 @@ class Copier:
             self.storages[source._cdata] = storage
         copy = torch.empty(0, dtype=t.dtype, device=self.device)
         return copy.set_(storage, t.storage_offset(), t.size(), t.stride())
+
+    def _copy_sparse(self, t: torch.Tensor) -> torch.Tensor:
+        """A sparse tensor over copies of its parts (which keep their strides,
+        offsets and shared storages, as strided tensors do)."""
+        if t.layout == torch.sparse_coo:
+            indices, values = self._copy(t._indices()), self._copy(t._values())
+            return torch.sparse_coo_tensor(
+                indices, values, t.shape, is_coalesced=t.is_coalesced(), check_invariants=False
+            )
+        compressed, plain, values = (self._copy(part) for part in sparse_parts(t))
+        return torch.sparse_compressed_tensor(
+            compressed, plain, values, t.shape, layout=t.layout, check_invariants=False
+        )
 
     def value(self, value: Any) -> Any:
         if isinstance(value, torch.Tensor):
@@ -181,6 +196,19 @@ def compare_values(
                 accel_layout, target_layout = (a.layout, a.shape, a.dtype), (t.layout, t.shape, t.dtype)
             if accel_layout != target_layout:
                 raise AssertionError(f"{where}: accel has {accel_layout}, {reference} {target_layout}")
+            if t.layout in SPARSE_LAYOUTS and check_layout:
+                # The same kernels: the same parts (indices, values, flags), bit for bit.
+                compare_values(
+                    sparse_parts(a),
+                    sparse_parts(t),
+                    f"{where} parts",
+                    mode,
+                    accel_args,
+                    target_args,
+                    check_device,
+                    reference,
+                )
+                continue
             if mode != METADATA:
                 # Moving back to the reference device may make the copy contiguous:
                 # compare values only (the layout was compared above).
@@ -195,6 +223,18 @@ def compare_values(
             continue
         elif type(a) is not type(t) or a != t:
             raise AssertionError(f"{where}: accel gave {a!r}, {reference} {t!r}")
+
+
+SPARSE_LAYOUTS = (torch.sparse_coo, torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc)
+
+
+def sparse_parts(t: torch.Tensor) -> list:
+    """What a sparse tensor is made of: its indices, values and flags."""
+    if t.layout == torch.sparse_coo:
+        return [t._indices(), t._values(), t.is_coalesced()]
+    if t.layout in (torch.sparse_csr, torch.sparse_bsr):
+        return [t.crow_indices(), t.col_indices(), t.values()]
+    return [t.ccol_indices(), t.row_indices(), t.values()]
 
 
 def assert_same_bits(a: torch.Tensor, t: torch.Tensor, where: str) -> None:

@@ -71,8 +71,6 @@ COVERAGE_FILE = os.path.join(REPO, "build", "opinfo-coverage.json")
 # Ops not run at all, each with the reason the comparison would be meaningless.
 # Keys are op keys: the OpInfo name, plus "." and the variant name if it has one.
 EXCLUDED: dict[str, str] = {
-    "sparse.sampled_addmm": "sparse CSR inputs: accel has no sparse layouts",
-    "sparse.mm.reduce": "sparse CSR inputs: accel has no sparse layouts",
     **{
         name: "not an ATen operator: torch.cuda.jiterator compiles and launches CUDA kernels on its "
         "arguments directly, bypassing the dispatcher (CUDA only)"
@@ -111,10 +109,7 @@ TARGET_RERUNS = 2
 
 # Ops that fail on accel today, with the reason, per target. Every entry must
 # still fail: an op that starts passing must be removed from here.
-_KNOWN_FAILURES_EVERYWHERE = {
-    "to_sparse": "not supported: accel has strided tensors only; to_sparse() raises NotImplementedError "
-    "(it used to return a sparse tensor on the target device)",
-}
+_KNOWN_FAILURES_EVERYWHERE: dict[str, str] = {}
 _DEVICE_TYPE_CHOICE = (
     "fallback bug: differs from CUDA's result; likely the composite op picks its kernel by device "
     "type (cuDNN / fused CUDA kernels for cuda tensors) and accel tensors get another one"

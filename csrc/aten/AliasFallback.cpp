@@ -130,12 +130,63 @@ c10::IValue mapResult(TargetCall& call, c10::IValue value) {
   return value;
 }
 
-void aliasFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  runOnTarget(op, stack);
+// The accel tensor kinds, each a functionality of the PrivateUse1 backend:
+// strided (Dense), quantized, sparse COO, sparse compressed, nested. An operator runs
+// under the highest functionality among its tensors' keys (a sparse matrix
+// times a strided one is a sparse operator), on accel as on the target, so
+// the fallback of each kind calls the target's kernel for the same kind.
+constexpr c10::DispatchKey kKinds[] = {
+    c10::DispatchKey::Dense,
+    c10::DispatchKey::Quantized,
+    c10::DispatchKey::Sparse,
+    c10::DispatchKey::SparseCsr,
+    c10::DispatchKey::NestedTensor,
+};
+
+template <c10::DispatchKey Kind> void aliasFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  static const c10::DispatchKey target_key =
+      Kind == c10::DispatchKey::Dense ? targetDispatchKey() : targetDispatchKey(Kind);
+  runOnTarget(op, stack, target_key);
+}
+
+torch::CppFunction fallbackFor(c10::DispatchKey kind) {
+  switch (kind) {
+  case c10::DispatchKey::Quantized:
+    return torch::CppFunction::makeFromBoxedFunction<&aliasFallback<c10::DispatchKey::Quantized>>();
+  case c10::DispatchKey::Sparse:
+    return torch::CppFunction::makeFromBoxedFunction<&aliasFallback<c10::DispatchKey::Sparse>>();
+  case c10::DispatchKey::SparseCsr:
+    return torch::CppFunction::makeFromBoxedFunction<&aliasFallback<c10::DispatchKey::SparseCsr>>();
+  case c10::DispatchKey::NestedTensor:
+    return torch::CppFunction::makeFromBoxedFunction<&aliasFallback<c10::DispatchKey::NestedTensor>>();
+  default:
+    return torch::CppFunction::makeFromBoxedFunction<&aliasFallback<c10::DispatchKey::Dense>>();
+  }
+}
+
+// The accel dispatch key of a kind (PrivateUse1, QuantizedPrivateUse1, ...).
+c10::DispatchKey accelKey(c10::DispatchKey kind) {
+  return c10::toRuntimePerBackendFunctionalityKey(kind, c10::BackendComponent::PrivateUse1Bit);
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&aliasFallback>());
+  m.fallback(fallbackFor(c10::DispatchKey::Dense));
+}
+
+TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
+  m.fallback(fallbackFor(c10::DispatchKey::Quantized));
+}
+
+TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
+  m.fallback(fallbackFor(c10::DispatchKey::Sparse));
+}
+
+TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
+  m.fallback(fallbackFor(c10::DispatchKey::SparseCsr));
+}
+
+TORCH_LIBRARY_IMPL(_, NestedTensorPrivateUse1, m) {
+  m.fallback(fallbackFor(c10::DispatchKey::NestedTensor));
 }
 
 // Operators whose composite kernel PrivateUse1 cannot run: it calls
@@ -162,17 +213,32 @@ bool runsOnTargetComposite(const c10::OperatorName& name) {
 // Operators that must keep their composite kernel on accel: they move data
 // between devices or manage storage, which the fallback's same-device rule
 // and memory model do not describe.
-bool keepsCompositeKernel(std::string_view name) {
-  static const std::string_view ops[] = {
-      "aten::copy_",
+bool keepsCompositeKernel(std::string_view name, c10::DispatchKey kind) {
+  // Moves between devices: the composite makes the result on the other
+  // device and copies into it (quantized and sparse tensors too).
+  static const std::string_view moves[] = {
       "aten::_to_copy",
       "aten::to",
-      "aten::_pin_memory",
-      "aten::is_pinned",
-      "aten::pin_memory",
       "aten::lift",
       "aten::lift_fresh",
       "aten::lift_fresh_copy",
+  };
+  for (const auto op : moves) {
+    if (name == op) {
+      return true;
+    }
+  }
+  // Quantized and sparse tensors are made, resized and copied by the
+  // target's kernels (empty_like_quantized, resize_as_sparse_,
+  // copy_sparse_to_sparse_, ...); the composite kernels know strided tensors.
+  if (kind != c10::DispatchKey::Dense) {
+    return false;
+  }
+  static const std::string_view ops[] = {
+      "aten::copy_",
+      "aten::_pin_memory",
+      "aten::is_pinned",
+      "aten::pin_memory",
       "aten::resize_as_",
       "aten::_has_same_storage_numel",
       "aten::set_",
@@ -188,9 +254,13 @@ bool keepsCompositeKernel(std::string_view name) {
 } // namespace
 
 void runOnTarget(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  runOnTarget(op, stack, targetDispatchKey());
+}
+
+void runOnTarget(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey target_key) {
   const OperatorFacts& facts = factsFor(op);
   const auto& schema = op.schema();
-  TargetCall call(op, facts);
+  TargetCall call(op, facts, target_key);
   const size_t arguments = schema.arguments().size();
   const size_t begin = stack->size() - arguments;
   c10::SmallVector<size_t, 1> default_generator_args;
@@ -204,7 +274,7 @@ void runOnTarget(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   for (const size_t i : default_generator_args) {
     (*stack)[begin + i] = c10::IValue(call.defaultGenerator());
   }
-  call.run([&] { op.redispatchBoxed(c10::DispatchKeySet(targetDispatchKey()), stack); });
+  call.run([&] { op.redispatchBoxed(c10::DispatchKeySet(target_key), stack); });
   call.syncBack();
   const size_t results = schema.returns().size();
   for (size_t i = stack->size() - results; i < stack->size(); ++i) {
@@ -224,31 +294,39 @@ void preferTargetKernels() {
   // CompositeImplicitAutograd operator this also gives accel the target's
   // autograd behaviour: a kernel on the backend key keeps the decomposition
   // off the backend's autograd key too, exactly as for the target.
+  // The same holds for each kind of tensor: the target's quantized or sparse
+  // kernel, not the composite kernel, as on the target.
   static std::once_flag registered;
   std::call_once(registered, [] {
-    const c10::DispatchKey target_key = targetDispatchKey();
-    static torch::Library library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
     auto& dispatcher = c10::Dispatcher::singleton();
-    for (const auto& name : dispatcher.getAllOpNames()) {
-      if (name.getNamespace() != std::optional<std::string_view>("aten")) {
-        continue;
+    const auto names = dispatcher.getAllOpNames();
+    for (const c10::DispatchKey kind : kKinds) {
+      const c10::DispatchKey accel_key = accelKey(kind);
+      const c10::DispatchKey target_key =
+          kind == c10::DispatchKey::Dense ? targetDispatchKey() : targetDispatchKey(kind);
+      static std::deque<torch::Library> libraries;
+      auto& library = libraries.emplace_back(torch::Library::IMPL, "aten", accel_key, __FILE__, __LINE__);
+      for (const auto& name : names) {
+        if (name.getNamespace() != std::optional<std::string_view>("aten")) {
+          continue;
+        }
+        const auto op = dispatcher.findOp(name);
+        const bool on_target_composite = kind == c10::DispatchKey::Dense && runsOnTargetComposite(name);
+        if (!op.has_value() || op->hasKernelForDispatchKey(accel_key) ||
+            !(op->hasKernelForDispatchKey(target_key) || on_target_composite)) {
+          continue;
+        }
+        const bool composite = op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
+                               op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
+                               op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd);
+        if (!(composite || on_target_composite) || keepsCompositeKernel(name.name, kind)) {
+          continue;
+        }
+        // The library keeps pointers to the names it registers.
+        static std::deque<std::string> impl_names;
+        impl_names.push_back(c10::toString(name).substr(std::string_view("aten::").size()));
+        library.impl(impl_names.back().c_str(), fallbackFor(kind));
       }
-      const auto op = dispatcher.findOp(name);
-      if (!op.has_value() || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) ||
-          !(op->hasKernelForDispatchKey(target_key) || runsOnTargetComposite(name))) {
-        continue;
-      }
-      const bool composite = op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) ||
-                             op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
-                             op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd);
-      const std::string full_name = c10::toString(name);
-      if (!(composite || runsOnTargetComposite(name)) || keepsCompositeKernel(name.name)) {
-        continue;
-      }
-      // The library keeps pointers to the names it registers.
-      static std::deque<std::string> names;
-      names.push_back(full_name.substr(std::string_view("aten::").size()));
-      library.impl(names.back().c_str(), torch::CppFunction::makeFromBoxedFunction<&aliasFallback>());
     }
   });
 }

@@ -8,6 +8,10 @@ namespace torch_accel {
 // alias fallback does for every operator without an accel kernel.
 void runOnTarget(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
+// runOnTarget through the target's kernel for `target_key` (the target's key
+// for the tensors' kind: QuantizedCPU, SparseCUDA, ...).
+void runOnTarget(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey target_key);
+
 // Registers the alias fallback explicitly for the operators whose target
 // kernels PrivateUse1 would otherwise bypass for a composite kernel. Called
 // once, at accel initialisation (the runtime, hence the target, is known).

@@ -6,11 +6,13 @@
 // copies between devices and stream ordering (on the current stream, which
 // on the CUDA runtime is the current accel stream) are all the target's.
 
+#include <csrc/aten/QuantizedTargetTensor.h>
 #include <csrc/aten/TargetTensor.h>
 #include <csrc/profiler/DeviceActivity.h>
 
 #include <ATen/ATen.h>
 #include <ATen/ops/copy_native.h>
+#include <ATen/quantized/QTensorImpl.h>
 #include <c10/util/MaybeOwned.h>
 #include <torch/library.h>
 
@@ -23,11 +25,43 @@ bool isAccel(const at::Tensor& tensor) {
   return tensor.defined() && tensor.device().type() == c10::DeviceType::PrivateUse1;
 }
 
+// A quantized accel tensor's target view is quantized too (`target`: its
+// plain target view), with the same quantizer (per-channel scales seen on
+// the target).
+at::Tensor withQuantizerOf(const at::Tensor& accel, at::Tensor target) {
+  if (!accel.is_quantized()) {
+    return target;
+  }
+  return quantizedTarget(target, mapQuantizer(quantizerOf(accel), [](const at::Tensor& part) {
+                           return isAccel(part) ? toTarget(part) : part;
+                         }));
+}
+
 // The target view of an accel tensor, or any other tensor itself (borrowed:
 // copying a tensor that Python holds would take the GIL).
 c10::MaybeOwned<at::Tensor> targetIfAccel(const at::Tensor& tensor) {
-  return isAccel(tensor) ? c10::MaybeOwned<at::Tensor>::owned(toTarget(tensor))
+  return isAccel(tensor) ? c10::MaybeOwned<at::Tensor>::owned(withQuantizerOf(tensor, toTarget(tensor)))
                          : c10::MaybeOwned<at::Tensor>::borrowed(tensor);
+}
+
+// A quantized copy gives its destination the source's quantizer (ATen's
+// copy_); `before`: the target destination's quantizer before the copy. The
+// destination takes the accel quantizer that the new one stands for: an
+// accel source's own, never its target view's.
+void syncQuantizer(
+    const at::Tensor& dst,
+    const at::Tensor& target_dst,
+    const at::QuantizerPtr& before,
+    const at::Tensor& src,
+    const at::Tensor& target_src) {
+  at::QuantizerPtr now = quantizerOf(target_dst);
+  if (now == before) {
+    return;
+  }
+  if (isAccel(src) && src.is_quantized() && now == quantizerOf(target_src)) {
+    now = quantizerOf(src);
+  }
+  at::get_qtensorimpl(dst)->set_quantizer_(std::move(now));
 }
 
 void copyOnTarget(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
@@ -38,10 +72,15 @@ void copyOnTarget(const at::Tensor& dst, const at::Tensor& src, bool non_blockin
   auto target_dst = targetIfAccel(dst);
   // Views of one accel storage are views of one target storage, so that the
   // target's copy_ sees an overlap (an error) or the same data (nothing to do).
-  auto target_src = isAccel(dst) && isAccel(src) && dst.storage().is_alias_of(src.storage())
-                        ? c10::MaybeOwned<at::Tensor>::owned(toTargetSharingStorage(src, *target_dst))
-                        : targetIfAccel(src);
+  auto target_src =
+      isAccel(dst) && isAccel(src) && dst.storage().is_alias_of(src.storage())
+          ? c10::MaybeOwned<at::Tensor>::owned(withQuantizerOf(src, toTargetSharingStorage(src, *target_dst)))
+          : targetIfAccel(src);
+  const at::QuantizerPtr quantizer_before = dst.is_quantized() ? quantizerOf(*target_dst) : nullptr;
   target_dst->copy_(*target_src, non_blocking);
+  if (quantizer_before) {
+    syncQuantizer(dst, *target_dst, quantizer_before, src, *target_src);
+  }
   // The next copy or operator call can reuse the views.
   if (isAccel(dst)) {
     recycleTarget(*std::move(target_dst));
@@ -87,6 +126,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("copy_", TORCH_FN(copy_));
   m.impl("_copy_from", TORCH_FN(copy_from));
   m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+}
+
+// A quantized tensor on either side (quantizing, or between quantized
+// tensors): the target's copy_ on the quantized target views.
+TORCH_LIBRARY_IMPL(aten, QuantizedPrivateUse1, m) {
+  m.impl("copy_", TORCH_FN(copy_));
 }
 
 // copy_ leaves lazily conjugated or negated sources to the kernel that does

@@ -1,6 +1,10 @@
+#include <csrc/aten/NestedTargetTensor.h>
+#include <csrc/aten/QuantizedTargetTensor.h>
+#include <csrc/aten/SparseTargetTensor.h>
 #include <csrc/aten/TargetCall.h>
 #include <csrc/aten/TargetTensor.h>
 
+#include <ATen/quantized/QTensorImpl.h>
 #include <c10/core/TensorImpl.h>
 
 #include <algorithm>
@@ -35,6 +39,27 @@ int cpuIndexArgument(const c10::OperatorName& name) {
   return -1;
 }
 
+// Operators that CUDA lets take CPU tensors in any argument: factories that
+// take a CPU tensor as a template (its quantizer) for a result on another
+// device, and copies between devices of the tensor kinds whose copies are
+// the target's kernels (sparse and nested tensors; strided and quantized
+// copies are accel kernels and never reach the fallback).
+bool acceptsCpuTensors(const c10::OperatorName& name) {
+  static const std::string_view ops[] = {
+      "aten::empty_quantized",
+      "aten::_empty_per_channel_affine_quantized",
+      "aten::copy_",
+      "aten::copy_sparse_to_sparse_",
+      "aten::_to_copy",
+  };
+  for (const auto op : ops) {
+    if (name.name == op) {
+      return true;
+    }
+  }
+  return false;
+}
+
 bool isOptionalGenerator(const c10::Argument& argument) {
   const auto optional = argument.type()->cast<c10::OptionalType>();
   return optional && optional->getElementType()->kind() == c10::TypeKind::GeneratorType;
@@ -58,6 +83,19 @@ bool hasWeakReferences(c10::StorageImpl* storage) {
   return weak;
 }
 
+// `keys` (an accel tensor's) with the functionality of a quantized tensor,
+// or of a plain one: those of a view of that tensor with the other kind.
+c10::DispatchKeySet withQuantizedKey(c10::DispatchKeySet keys, bool quantized) {
+  return quantized ? keys.remove(c10::DispatchKey::Dense).add(c10::DispatchKey::Quantized)
+                   : keys.remove(c10::DispatchKey::Quantized).add(c10::DispatchKey::Dense);
+}
+
+// How a tensor that accel cannot represent is named in errors: by its
+// layout (Mkldnn, ...).
+std::string kindOf(const at::Tensor& tensor) {
+  return c10::str(tensor.layout());
+}
+
 c10::Storage accelStorage(c10::DataPtr data, size_t nbytes) {
   return c10::Storage(
       c10::Storage::use_byte_size_t(), nbytes, std::move(data), runtime().allocator(), /*resizable=*/true);
@@ -74,10 +112,15 @@ OperatorFacts::OperatorFacts(const c10::OperatorHandle& op) : name(op.operator_n
   }
   draws_from_default_generator = !takes_generator && op.hasTag(at::Tag::nondeterministic_seeded);
   cpu_index_argument = cpuIndexArgument(name);
+  accepts_cpu_tensors = acceptsCpuTensors(name);
   cuda_alert = cudaNondeterministicAlert(name);
 }
 
-TargetCall::TargetCall(const c10::OperatorHandle& op, const OperatorFacts& facts) : op_(op), facts_(facts) {
+TargetCall::TargetCall(const c10::OperatorHandle& op, const OperatorFacts& facts)
+    : TargetCall(op, facts, targetDispatchKey()) {}
+
+TargetCall::TargetCall(const c10::OperatorHandle& op, const OperatorFacts& facts, c10::DispatchKey target_key)
+    : op_(op), facts_(facts), target_key_(target_key) {
   callCount.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -100,21 +143,43 @@ at::Tensor TargetCall::mapTensor(c10::MaybeOwned<at::Tensor> accel, bool is_muta
       return mapped.target;
     }
   }
+  if (isSparse(*accel) || accel->is_nested()) {
+    return mapComposed(std::move(accel), is_mutable);
+  }
   TORCH_CHECK_NOT_IMPLEMENTED(
       accel->layout() == at::kStrided,
       "The operator '",
       facts_.name,
-      "' got an accel tensor with layout ",
-      accel->layout(),
-      "; accel supports strided tensors only");
+      "' got an accel tensor of kind ",
+      kindOf(*accel),
+      "; accel supports strided, quantized, sparse and nested tensors");
   noteDevice(accel->device().index());
+  // A quantized tensor's target view has a target quantizer, whose
+  // per-channel scales and zero points are mapped as arguments of their own
+  // (before the lookup below: mapping them adds to inputs_).
+  at::QuantizerPtr quantizer;
+  if (accel->is_quantized()) {
+    at::QuantizerPtr accel_quantizer = quantizerOf(*accel);
+    for (const auto& [target_quantizer, known] : quantizers_) {
+      if (known == accel_quantizer) {
+        quantizer = target_quantizer;
+        break;
+      }
+    }
+    if (!quantizer) {
+      quantizer = mapQuantizer(accel_quantizer, [&](const at::Tensor& part) {
+        return mapTensor(c10::MaybeOwned<at::Tensor>::owned(at::Tensor(part)), /*is_mutable=*/false);
+      });
+      quantizers_.emplace_back(quantizer, std::move(accel_quantizer));
+    }
+  }
   // Another view of a storage already mapped (x[1:] and x[:-1]) gets a
   // view of the same target storage, or the target kernel could not tell
   // that the two overlap.
   const c10::StorageImpl* accel_storage = accel->storage().unsafeGetStorageImpl();
   const MappedTensor* same_storage = nullptr;
   for (const auto& mapped : inputs_) {
-    if (mapped.accel->storage().unsafeGetStorageImpl() == accel_storage) {
+    if (mapped.target_storage != nullptr && mapped.accel->storage().unsafeGetStorageImpl() == accel_storage) {
       same_storage = &mapped;
       break;
     }
@@ -122,8 +187,25 @@ at::Tensor TargetCall::mapTensor(c10::MaybeOwned<at::Tensor> accel, bool is_muta
   // Resizable even when not written to here: the same tensor may come back
   // as a mutable argument later in the argument list.
   at::Tensor target = same_storage ? toTargetSharingStorage(*accel, same_storage->target) : toResizableTarget(*accel);
+  if (quantizer) {
+    target = quantizedTarget(target, std::move(quantizer));
+  }
   c10::StorageImpl* target_storage = target.storage().unsafeGetStorageImpl();
   inputs_.push_back({std::move(accel), target, target_storage, is_mutable});
+  return target;
+}
+
+at::Tensor TargetCall::mapComposed(c10::MaybeOwned<at::Tensor> accel, bool is_mutable) {
+  noteDevice(accel->device().index());
+  // Its parts are arguments of their own: results that are (views of) them
+  // map back to them, and kernels that write to a written tensor's parts in
+  // place (or resize them) write to the accel parts.
+  const auto map_part = [&](const at::Tensor& part) {
+    return mapTensor(c10::MaybeOwned<at::Tensor>::owned(at::Tensor(part)), is_mutable);
+  };
+  at::Tensor target =
+      accel->is_nested() ? nestedOver(map_part(bufferOf(*accel)), *accel) : sparseTarget(*accel, map_part);
+  inputs_.push_back({std::move(accel), target, nullptr, is_mutable});
   return target;
 }
 
@@ -134,8 +216,9 @@ at::Tensor TargetCall::mapTensor(c10::MaybeOwned<at::Tensor> accel, bool is_muta
 // to (out=, in-place), must be on the call's device. A CPU tensor written to
 // would otherwise have the target kernel resize it into accel memory.
 void TargetCall::noteOtherTensor(const at::Tensor& tensor, size_t argument) {
-  if (tensor.device().is_cpu() && !facts_.mutable_arguments[argument] &&
-      (tensor.dim() == 0 || static_cast<int>(argument) == facts_.cpu_index_argument)) {
+  if (tensor.device().is_cpu() && (facts_.accepts_cpu_tensors ||
+                                   (!facts_.mutable_arguments[argument] &&
+                                    (tensor.dim() == 0 || static_cast<int>(argument) == facts_.cpu_index_argument)))) {
     return;
   }
   if (!foreign_device_.has_value()) {
@@ -145,6 +228,7 @@ void TargetCall::noteOtherTensor(const at::Tensor& tensor, size_t argument) {
 
 c10::Device TargetCall::mapDevice(c10::Device device) {
   if (device.type() != kAccel) {
+    names_other_device_ = true;
     return device;
   }
   const c10::DeviceIndex index = device.has_index() ? device.index() : currentDevice();
@@ -180,12 +264,14 @@ void TargetCall::prepare() {
   }
   checkDevices();
   TORCH_CHECK_NOT_IMPLEMENTED(
-      op_.hasComputedKernelForDispatchKey(targetDispatchKey()),
+      op_.hasComputedKernelForDispatchKey(target_key_),
       "The operator '",
       facts_.name,
       "' is not implemented for the accel device: its target device (",
       c10::DeviceTypeName(runtime().targetType(), /*lower_case=*/true),
-      ") has no kernel for it.");
+      ") has no kernel for it",
+      target_key_ == targetDispatchKey() ? std::string() : c10::str(" (", target_key_, ")"),
+      ".");
 }
 
 void TargetCall::checkDevices() const {
@@ -252,14 +338,28 @@ void TargetCall::syncBack() {
   // of one storage share it (mapTensor), and it moves once.
   c10::SmallVector<const c10::StorageImpl*, 4> synced;
   for (auto& mapped : inputs_) {
-    if (!mapped.mutable_) {
-      continue;
+    if (!mapped.mutable_ || mapped.target_storage == nullptr) {
+      continue; // tensors made of parts: their parts are synced here, sparse tensors below
     }
     const bool storage_synced = std::find(synced.begin(), synced.end(), mapped.target_storage) != synced.end();
     if (!storage_synced) {
       synced.push_back(mapped.target_storage);
     }
     syncBack(mapped, /*storage_synced=*/storage_synced);
+    if (mapped.accel->is_quantized()) {
+      // copy_ gives its destination the source's quantizer, set_quantizer_ any.
+      at::QuantizerPtr quantizer = accelQuantizer(quantizerOf(mapped.target));
+      if (quantizer != quantizerOf(*mapped.accel)) {
+        at::get_qtensorimpl(*mapped.accel)->set_quantizer_(std::move(quantizer));
+      }
+    }
+  }
+  for (auto& mapped : inputs_) {
+    if (mapped.mutable_ && isSparse(*mapped.accel)) {
+      // New parts are results that only this tensor holds.
+      forEachPart(mapped.target, [&](const at::Tensor& part) { countResult(part); });
+      syncSparse(*mapped.accel, mapped.target, [&](const at::Tensor& part) { return mapResult(part); });
+    }
   }
 }
 
@@ -298,6 +398,9 @@ void TargetCall::syncBack(const MappedTensor& mapped, bool storage_synced) {
 }
 
 c10::Storage TargetCall::storageForReplacement(const c10::Storage& target) {
+  if (target.device_type() == kAccel) {
+    return target; // set_ to an accel storage (an argument)
+  }
   for (const auto& mapped : inputs_) {
     if (target.unsafeGetStorageImpl() == mapped.target_storage) {
       return mapped.accel->storage();
@@ -318,9 +421,32 @@ size_t& TargetCall::resultStorageRefs(const c10::StorageImpl* storage) {
 // Results that share one fresh storage (say, two views of one buffer) may
 // adopt it only if nothing else holds it.
 void TargetCall::countResult(const at::Tensor& result) {
-  if (result.defined() && result.has_storage()) {
+  if (!result.defined()) {
+    return;
+  }
+  if (isSparse(result)) {
+    forEachPart(result, [&](const at::Tensor& part) { countResult(part); });
+  } else if (result.has_storage()) {
     ++resultStorageRefs(result.storage().unsafeGetStorageImpl());
   }
+}
+
+bool TargetCall::aliasesAnArgument(const at::Tensor& result) const {
+  if (isSparse(result)) {
+    bool aliases = false;
+    forEachPart(result, [&](const at::Tensor& part) { aliases |= aliasesAnArgument(part); });
+    return aliases;
+  }
+  if (!result.has_storage()) {
+    return false;
+  }
+  for (const auto& mapped : inputs_) {
+    if (mapped.target_storage != nullptr &&
+        result.storage().unsafeGetStorageImpl() == mapped.target.storage().unsafeGetStorageImpl()) {
+      return true;
+    }
+  }
+  return false;
 }
 
 const at::Tensor* TargetCall::accelOf(const at::Tensor& target) const {
@@ -336,33 +462,83 @@ at::Tensor TargetCall::mapResult(const at::Tensor& result) {
   if (!result.defined() || result.device().type() != runtime().targetType()) {
     return result; // e.g. a CPU result of a CUDA kernel
   }
+  if (names_other_device_) {
+    // Made on the device an argument named (`empty_like(x, device="cpu")`):
+    // a tensor of that device, never one over accel memory (a CPU kernel on
+    // the host runtime may return its CPU "input" itself).
+    return aliasesAnArgument(result) ? result.clone() : result;
+  }
+  if (const at::Tensor* accel = accelOf(result)) {
+    return *accel; // in-place and out= results are the argument
+  }
+  if (isSparse(result)) {
+    return sparseAccel(result, device_, [&](const at::Tensor& part) { return mapResult(part); });
+  }
+  if (result.is_nested()) {
+    // The buffer is a result (a view of an argument, or memory to adopt)
+    // that holds the storage too.
+    at::Tensor buffer = bufferOf(result);
+    countResult(buffer);
+    return nestedOver(mapResult(buffer), result);
+  }
   TORCH_CHECK_NOT_IMPLEMENTED(
       result.layout() == at::kStrided && result.has_storage(),
       "The operator '",
       facts_.name,
-      "' returned a ",
-      result.layout(),
-      " tensor; accel supports strided tensors only");
-  if (const at::Tensor* accel = accelOf(result)) {
-    return *accel; // in-place and out= results are the argument
-  }
+      "' is not implemented for the accel device: on its target device (",
+      c10::DeviceTypeName(runtime().targetType(), /*lower_case=*/true),
+      ") it returns a tensor of kind ",
+      kindOf(result),
+      ", which accel does not support (accel tensors are strided, quantized, sparse or nested)");
   const c10::StorageImpl* storage = result.storage().unsafeGetStorageImpl();
   for (const auto& mapped : inputs_) {
-    if (storage == mapped.target.storage().unsafeGetStorageImpl()) {
+    if (mapped.target_storage != nullptr && storage == mapped.target.storage().unsafeGetStorageImpl()) {
       // A view keeps its base's keys (autograd, or none for an inference
       // tensor) but not its lazy conjugation or negation bits.
-      const auto keys = mapped.accel->key_set().remove(c10::DispatchKey::Conjugate).remove(c10::DispatchKey::Negative);
+      auto keys = mapped.accel->key_set().remove(c10::DispatchKey::Conjugate).remove(c10::DispatchKey::Negative);
+      if (result.is_quantized() != mapped.accel->is_quantized()) {
+        keys = withQuantizedKey(keys, result.is_quantized());
+      }
+      if (result.is_quantized()) {
+        return quantizedAccel(
+            c10::Storage(mapped.accel->storage()),
+            result,
+            accelQuantizer(quantizerOf(result)),
+            keys,
+            /*is_view=*/true);
+      }
       return withMetadataOf(
           result,
           c10::make_intrusive<c10::TensorImpl>(
               c10::TensorImpl::VIEW, c10::Storage(mapped.accel->storage()), keys, result.dtype()));
     }
   }
+  if (result.is_quantized()) {
+    return quantizedAccel(
+        adoptStorage(result.storage()), result, accelQuantizer(quantizerOf(result)), {}, /*is_view=*/false);
+  }
   // The constructor adds autograd keys (unless in inference mode).
   return withMetadataOf(
       result,
       c10::make_intrusive<c10::TensorImpl>(
           adoptStorage(result.storage()), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), result.dtype()));
+}
+
+// The accel quantizer for a target quantizer: the one it stands for, or a
+// new one whose parts (per-channel scales and zero points) are mapped as
+// results are.
+at::QuantizerPtr TargetCall::accelQuantizer(const at::QuantizerPtr& target) {
+  for (const auto& [known, accel] : quantizers_) {
+    if (known == target) {
+      return accel;
+    }
+  }
+  at::QuantizerPtr accel = mapQuantizer(target, [&](const at::Tensor& part) {
+    countResult(part);
+    return mapResult(part);
+  });
+  quantizers_.emplace_back(target, accel);
+  return accel;
 }
 
 c10::Storage TargetCall::adoptStorage(const c10::Storage& target) {

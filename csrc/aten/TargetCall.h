@@ -10,7 +10,9 @@
 // A call goes through its phases in this order:
 //
 //   1. arguments, in schema order: each accel tensor is replaced by a target
-//      view over the same memory (mapTensor; the same view when the same
+//      view over the same memory, of the same kind (quantized, sparse and
+//      nested tensors are mapped with their parts: see the *TargetTensor.h
+//      files) (mapTensor; the same view when the same
 //      tensor comes twice, views of one storage when tensors share an accel
 //      storage, so that overlaps are seen), other tensors are noted for the device check
 //      (noteOtherTensor), accel devices and generators become the target's
@@ -41,6 +43,7 @@
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/quantized/Quantizer.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/Exception.h>
 #include <c10/util/MaybeOwned.h>
@@ -62,6 +65,9 @@ struct OperatorFacts {
   // The argument whose tensors CUDA's kernel also takes on the CPU (the
   // indices of index and index_put_), or -1.
   int cpu_index_argument = -1;
+  // CUDA's kernel takes CPU tensors in every argument (quantized factories'
+  // templates, sparse and nested copies between devices).
+  bool accepts_cpu_tensors = false;
   // The alert CUDA's kernel raises in deterministic mode, or nullptr.
   const CudaNondeterministicAlert* cuda_alert = nullptr;
 
@@ -70,7 +76,11 @@ struct OperatorFacts {
 
 class TargetCall {
 public:
+  // `target_key`: the target's dispatch key whose kernel runs the call, that
+  // of the tensors' kind (CPU or CUDA for strided tensors, QuantizedCPU,
+  // SparseCUDA, ... for the other kinds: see targetDispatchKey()).
   TargetCall(const c10::OperatorHandle& op, const OperatorFacts& facts);
+  TargetCall(const c10::OperatorHandle& op, const OperatorFacts& facts, c10::DispatchKey target_key);
   ~TargetCall();
   TargetCall(const TargetCall&) = delete;
   TargetCall& operator=(const TargetCall&) = delete;
@@ -81,6 +91,12 @@ public:
   // keeps `accel` (borrowed: the caller keeps it alive for the call) and the
   // view until it ends.
   at::Tensor mapTensor(c10::MaybeOwned<at::Tensor> accel, bool is_mutable);
+
+  // mapTensor for an accel tensor made of other tensors, its parts (sparse
+  // tensors: SparseTargetTensor.h; nested tensors, over a buffer:
+  // NestedTargetTensor.h): its target view is a target tensor of the same
+  // kind over the target views of its parts.
+  at::Tensor mapComposed(c10::MaybeOwned<at::Tensor> accel, bool is_mutable);
 
   // A defined tensor that is not an accel tensor, in the operator's argument
   // number `argument` (schema order).
@@ -118,6 +134,10 @@ public:
   void countResult(const at::Tensor& result);
   at::Tensor mapResult(const at::Tensor& result);
 
+  c10::DispatchKey targetKey() const {
+    return target_key_;
+  }
+
   // The accel tensor whose target view is `target`, or nullptr.
   const at::Tensor* accelOf(const at::Tensor& target) const;
 
@@ -127,7 +147,8 @@ private:
     c10::MaybeOwned<at::Tensor> accel;
     at::Tensor target;
     // The storage the target view was created with; views of one accel
-    // storage share one (see mapTensor).
+    // storage share one (see mapTensor). Null for a tensor made of parts
+    // (sparse, nested), which are mapped tensors of their own.
     c10::StorageImpl* target_storage;
     bool mutable_;
   };
@@ -153,9 +174,15 @@ private:
   c10::DataPtr copyToAccel(const void* data, size_t nbytes) const;
   void syncBack(const MappedTensor& mapped, bool storage_synced);
   c10::Storage storageForReplacement(const c10::Storage& target);
+  at::QuantizerPtr accelQuantizer(const at::QuantizerPtr& target);
+  bool aliasesAnArgument(const at::Tensor& result) const;
 
   const c10::OperatorHandle& op_;
   const OperatorFacts& facts_;
+  const c10::DispatchKey target_key_;
+  // An explicit device argument other than accel (`empty_like(x, device="cpu")`):
+  // results of the target's device type are then that device's tensors.
+  bool names_other_device_ = false;
   c10::SmallVector<MappedTensor, 4> inputs_;
   c10::DeviceIndex device_ = -1;
   c10::DeviceIndex other_accel_device_ = -1;
@@ -163,6 +190,9 @@ private:
   std::optional<c10::Device> foreign_device_;
   c10::SmallVector<std::pair<const c10::StorageImpl*, size_t>, 2> result_storage_refs_;
   c10::SmallVector<std::pair<const c10::StorageImpl*, c10::Storage>, 2> adopted_;
+  // Target quantizers and the accel quantizers they stand for: those of the
+  // quantized arguments, and those of results already mapped.
+  c10::SmallVector<std::pair<at::QuantizerPtr, at::QuantizerPtr>, 1> quantizers_;
 };
 
 // How many operator calls the target has run for accel in this process

@@ -177,6 +177,10 @@ c10::DispatchKey targetDispatchKey() {
   return key;
 }
 
+c10::DispatchKey targetDispatchKey(c10::DispatchKey functionality) {
+  return c10::toRuntimePerBackendFunctionalityKey(functionality, c10::toBackendComponent(targetDispatchKey()));
+}
+
 at::Tensor targetBytes(void* data, size_t nbytes, c10::DeviceIndex device) {
   checkNotInBadFork();
   auto impl = targetImpl(borrowedData(data, device), nbytes, caffe2::TypeMeta::Make<uint8_t>());

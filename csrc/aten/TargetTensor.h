@@ -1,8 +1,15 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/FunctionRef.h>
 
 namespace torch_accel {
+
+// Maps a tensor to the one standing for it on the other side of the fallback
+// (an accel tensor to its target view, a target result to its accel tensor).
+// Tensor kinds built from tensors (sparse tensors' indices and values,
+// per-channel quantizers' scales) map their parts with one.
+using MapTensor = c10::function_ref<at::Tensor(const at::Tensor&)>;
 
 // A new tensor of the target device type (cuda or cpu) over the same memory as
 // the accel tensor `accel`: same storage bytes, sizes, strides, offset, dtype
@@ -43,6 +50,11 @@ at::Tensor toTargetIfAccel(const at::Tensor& tensor);
 // The backend dispatch key of target tensors (CPU or CUDA): the key whose
 // kernels run accel's work. Fixed for the process, as the target type is.
 c10::DispatchKey targetDispatchKey();
+
+// The target's dispatch key for tensors of another kind: `functionality`
+// (Quantized, Sparse, SparseCsr) of the target's backend (QuantizedCPU,
+// SparseCUDA, ...).
+c10::DispatchKey targetDispatchKey(c10::DispatchKey functionality);
 
 // A 1-D uint8 target tensor over `nbytes` of accel:`device` memory at `data`.
 at::Tensor targetBytes(void* data, size_t nbytes, c10::DeviceIndex device);
