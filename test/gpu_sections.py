@@ -113,7 +113,17 @@ SECTIONS: tuple[Section, ...] = (
             "test/test_serialization.py",
             "test/test_autoload.py",
             "test/test_dynamo_interface.py",
+            "test/test_device_module_contract.py",
+            "test/test_environment.py",
         ),
+    ),
+    Section(
+        name="tensor-kinds",
+        step="core",
+        what="quantized, sparse and nested accel tensors on the target's kernels of their kind (QuantizedCUDA, SparseCUDA, ...)",
+        limit_s=180,
+        estimate_s=40,
+        tests=("test/test_tensor_kinds.py", "test/test_quantized.py", "test/test_sparse.py"),
     ),
     Section(
         name="eager",
@@ -178,6 +188,14 @@ SECTIONS: tuple[Section, ...] = (
         tests=("test/test_opinfo.py",),
         test_timeout_s=405,
         artifacts=("build/opinfo-coverage.json",),
+    ),
+    Section(
+        name="device-rules",
+        step="opinfo",
+        what="deterministic mode and CPU operands/outputs over the OpInfo samples, against cuda itself",
+        limit_s=150,
+        estimate_s=60,
+        tests=("test/test_deterministic.py", "test/test_device_rules.py"),
     ),
     # generic: PyTorch's device-generic test classes ------------------------------------
     Section(
