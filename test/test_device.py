@@ -293,3 +293,30 @@ def test_bad_runtime_configuration(env, message):
     assert proc.returncode != 0
     assert message in proc.stderr
     assert "Error" in proc.stderr.splitlines()[-1]
+
+
+@pytest.mark.parametrize("runtime", ["bogus", "cuda"])  # cuda: no GPU here, so no device
+def test_accel_configuration_never_breaks_compile_for_other_devices(runtime):
+    # Dynamo and Inductor import accel's registrations for every device: a bad
+    # TORCH_ACCEL_RUNTIME must leave cpu compilation as it is, while accel's own
+    # first use raises the configuration error.
+    proc = run_python(
+        """
+        import torch
+        import torch._dynamo, torch._inductor.utils
+        x = torch.linspace(-2, 2, 7)
+        f = lambda t: torch.softmax(t.sin() * 3, 0)
+        torch.testing.assert_close(torch.compile(f)(x), f(x))
+        try:
+            torch.ones(2, device="accel")
+        except (RuntimeError, ValueError) as error:
+            print(type(error).__name__, error)
+        """,
+        env={"TORCH_ACCEL_RUNTIME": runtime},
+    )
+    assert proc.returncode == 0, proc.stderr
+    expected = {
+        "bogus": "ValueError TORCH_ACCEL_RUNTIME must be one of auto, cuda, host; got 'bogus'",
+        "cuda": "RuntimeError No accel device is available (the cuda runtime found none",
+    }[runtime]
+    assert proc.stdout.startswith(expected), proc.stdout

@@ -11,8 +11,9 @@ devices (default 2).
 """
 
 import dataclasses
+import os
 import sys
-from typing import Any
+from typing import Any, Optional
 
 import torch
 
@@ -97,6 +98,22 @@ def device_count() -> int:
 def runtime() -> str:
     r"""Return the name of the runtime backing accel in this process: ``"cuda"`` or ``"host"``."""
     return _C._runtime_name()
+
+
+def _registered_runtime() -> Optional[str]:
+    r"""The runtime's name, or ``None`` when ``TORCH_ACCEL_RUNTIME`` names no runtime this
+    build can run.
+
+    For accel's registrations with PyTorch (Dynamo, Inductor), which run while
+    PyTorch's own modules import or set up for every device: a bad accel
+    configuration must not break torch.compile for cpu or cuda. Those
+    registrations then leave accel out, and accel's own first use raises the
+    configuration error (``runtime()``, ``init()``, the first accel tensor).
+    """
+    try:
+        return runtime()
+    except (ValueError, RuntimeError):
+        return None
 
 
 def _target_device_type() -> str:
@@ -263,6 +280,13 @@ def __getattr__(name: str) -> Any:
 
         return _lazy.default_generators
     if name in _INDUCTOR_BACKEND_ATTRIBUTES:
+        if _registered_runtime() is None:
+            # Inductor's init_backend_registration, which runs for every device,
+            # looks these up with getattr(..., None): no backend, not an error.
+            raise AttributeError(
+                f"torch.accel.{name}: accel has no Inductor backend in this process "
+                f"(TORCH_ACCEL_RUNTIME={os.environ.get('TORCH_ACCEL_RUNTIME')!r} names no runtime it can run)"
+            )
         from ._inductor_registration import inductor_backend
 
         return getattr(inductor_backend(), name)

@@ -31,7 +31,7 @@ def _register_interface() -> None:
 def _join_gpu_types() -> None:
     import torch_accel
 
-    if torch_accel.runtime() == "cuda":
+    if torch_accel._registered_runtime() == "cuda":
         from ._inductor_patches import patch_gpu_types
 
         patch_gpu_types()
