@@ -284,6 +284,11 @@ def test_accel_kernels_keep_the_targets_autograd_decompositions(target):
     # (csrc/aten/ShallowCopyType.cpp): it answers a bool, nothing to
     # differentiate, and a backend kernel is how a backend answers it.
     backend_hooks = {"aten::_has_compatible_shallow_copy_type"}
+    # accel's scaled_dot_product_attention (csrc/aten/ScaledDotProductAttention.cpp)
+    # registers the same kernel for AutogradPrivateUse1: under autograd it runs
+    # the composite (or, on the CUDA runtime, the composite's cuda branch), so
+    # nothing is bypassed.
+    composites = {"aten::scaled_dot_product_attention"}
     has = torch._C._dispatch_has_kernel_for_dispatch_key
     target_key = "CUDA" if target == "cuda" else "CPU"
     shadowed = [
@@ -291,7 +296,8 @@ def test_accel_kernels_keep_the_targets_autograd_decompositions(target):
         for name in torch._C._dispatch_get_all_op_names()
         if has(name, "PrivateUse1") and has(name, "CompositeImplicitAutograd") and not has(name, target_key)
     ]
-    assert sorted(shadowed) == sorted(backend_hooks)
+    assert sorted(shadowed) == sorted(backend_hooks | composites)
+    assert all(has(name, "AutogradPrivateUse1") for name in composites)
 
 
 def test_tensor_optional_list_arguments(target):
