@@ -115,6 +115,7 @@ SECTIONS: tuple[Section, ...] = (
             "test/test_dynamo_interface.py",
             "test/test_device_module_contract.py",
             "test/test_environment.py",
+            "test/test_cuda_visible_devices.py",
         ),
     ),
     Section(

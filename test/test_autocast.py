@@ -118,10 +118,7 @@ NOT_BITWISE = {
         "csrc/aten/FusedRnnCells.cpp provides them on the host runtime), for the CPU unfused"
         for name in ("lstm_cell", "gru_cell")
     },
-    "cuda": {
-        "scaled_dot_product_attention": "where CUDA picks flash attention, accel takes the math "
-        "decomposition (csrc/aten/AttentionBackendChoice.cpp)",
-    },
+    "cuda": {},
 }[torch_accel._target_device_type()]
 
 

@@ -367,6 +367,42 @@ def test_generated_code_is_the_targets(model):
         assert torch.equal(a.cpu(), c)
 
 
+# The target's fused attention, compiled (csrc/aten/ScaledDotProductAttention.cpp):
+# forward and backward call the flash operators the target's SDPA takes, as
+# extern kernels; on a GPU float16 takes CUDA's flash attention (a head
+# dimension of 12 padded to 16 as for cuda), never the math decomposition.
+_FLASH_OPERATORS = {
+    "cuda": ("aten._scaled_dot_product_flash_attention.default(", "aten._scaled_dot_product_flash_attention_backward.default("),
+    "cpu": (
+        "aten._scaled_dot_product_flash_attention_for_cpu.default(",
+        "aten._scaled_dot_product_flash_attention_for_cpu_backward.default(",
+    ),
+}
+
+
+@pytest.mark.parametrize("head_dim", [16, 12], ids=lambda d: f"head_dim{d}")
+def test_compiled_attention_runs_the_targets_fused_kernels(head_dim, target):
+    if target == "cuda" and torch.cuda.get_device_capability()[0] < 8:
+        pytest.fail("CUDA's flash attention needs compute capability 8.0; this GPU has less")
+    dtype = torch.float16 if target == "cuda" else torch.float32
+    g = torch.Generator().manual_seed(0)
+    inputs = [torch.randn(2, 3, 24, head_dim, generator=g).to(dtype) for _ in range(3)]
+
+    def step(compile):
+        q, k, v = (t.to("accel").requires_grad_() for t in inputs)
+        attention = nn.functional.scaled_dot_product_attention
+        out = (torch.compile(attention) if compile else attention)(q, k, v, is_causal=True)
+        out.backward(torch.ones_like(out))
+        return out, q.grad, k.grad, v.grad
+
+    compiled, code = run_and_get_code(step, True)
+    assert len(code) == 2  # forward and backward
+    forward, backward = _FLASH_OPERATORS[target]
+    assert forward in code[0] and backward in code[1]
+    assert "_scaled_dot_product_attention_math" not in "".join(code) and "bmm" not in "".join(code)
+    assert_close(compiled, step(False))
+
+
 # --- Buffer allocation in generated code -----------------------------------------
 
 

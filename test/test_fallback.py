@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import torch_accel
+from conftest import run_python
 
 
 def to_accel(value, device="accel"):
@@ -283,6 +284,11 @@ def test_accel_kernels_keep_the_targets_autograd_decompositions(target):
     # (csrc/aten/ShallowCopyType.cpp): it answers a bool, nothing to
     # differentiate, and a backend kernel is how a backend answers it.
     backend_hooks = {"aten::_has_compatible_shallow_copy_type"}
+    # accel's scaled_dot_product_attention (csrc/aten/ScaledDotProductAttention.cpp)
+    # registers the same kernel for AutogradPrivateUse1: under autograd it runs
+    # the composite (or, on the CUDA runtime, the composite's cuda branch), so
+    # nothing is bypassed.
+    composites = {"aten::scaled_dot_product_attention"}
     has = torch._C._dispatch_has_kernel_for_dispatch_key
     target_key = "CUDA" if target == "cuda" else "CPU"
     shadowed = [
@@ -290,7 +296,8 @@ def test_accel_kernels_keep_the_targets_autograd_decompositions(target):
         for name in torch._C._dispatch_get_all_op_names()
         if has(name, "PrivateUse1") and has(name, "CompositeImplicitAutograd") and not has(name, target_key)
     ]
-    assert sorted(shadowed) == sorted(backend_hooks)
+    assert sorted(shadowed) == sorted(backend_hooks | composites)
+    assert all(has(name, "AutogradPrivateUse1") for name in composites)
 
 
 def test_tensor_optional_list_arguments(target):
@@ -490,29 +497,110 @@ def test_target_errors_surface_as_python_exceptions():
     assert (x @ x.t()).shape == (2, 2)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
-def test_attention_takes_the_targets_backend(dtype, target):
-    # accel's SDPA backend choice is the target's (csrc/aten/AttentionBackendChoice.cpp):
-    # the fused kernel the target picks runs, forward and backward, bitwise.
-    torch.manual_seed(0)
-    q, k, v = (torch.randn(2, 3, 8, 16, dtype=dtype, device=target) for _ in range(3))
-    accel = [t.to("accel").requires_grad_() for t in (q, k, v)]
-    reference = [t.clone().requires_grad_() for t in (q, k, v)]
-    expected_choice = torch._fused_sdp_choice(*reference, is_causal=True)
-    flash = int(torch.nn.attention.SDPBackend.FLASH_ATTENTION)
-    if target == "cuda" and expected_choice == flash:
-        expected_choice = int(torch.nn.attention.SDPBackend.MATH)  # see AttentionBackendChoice.cpp
-    assert torch._fused_sdp_choice(*accel, is_causal=True) == expected_choice
-    if target == "cpu":
-        assert expected_choice == flash  # the case the file exists for
-    out = torch.nn.functional.scaled_dot_product_attention(*accel, is_causal=True)
-    if target != "cuda":  # a CUDA backward cannot run in this process (README, Known limitations)
-        expected = torch.nn.functional.scaled_dot_product_attention(*reference, is_causal=True)
-        assert_bitwise(out, expected, target)
-        out.sum().backward()
-        expected.sum().backward()
+# --- scaled_dot_product_attention: the target's backend, fused where the target's is ---
+# (csrc/aten/AttentionBackendChoice.cpp, csrc/aten/ScaledDotProductAttention.cpp).
+# On a GPU these run in the 'sdpa' section (-k attention).
+
+
+def attention_operators(fn) -> list[str]:
+    """The ATen operators named for attention that ``fn()`` runs (the backend
+    SDPA took and its kernels), as the profiler records them."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
+        fn()
+    return sorted({e.name for e in profile.events() if e.name.startswith("aten::") and "attention" in e.name})
+
+
+def attention_inputs(target, dtype, head_dim, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(2, 3, 24, head_dim, generator=g).to(dtype) for _ in range(3))
+    return [t.to(target) for t in (q, k, v)], [t.to("accel") for t in (q, k, v)]
+
+
+@pytest.mark.parametrize("head_dim", [16, 12], ids=lambda d: f"head_dim{d}")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_attention_runs_the_targets_fused_kernels(dtype, head_dim, target):
+    # The backend the target picks runs for accel, forward and backward: on
+    # cuda flash attention for float16 (head dimension padded to 8 as for
+    # cuda: 12), never the math decomposition there.
+    reference, accel = attention_inputs(target, dtype, head_dim)
+    assert torch._fused_sdp_choice(*accel, is_causal=True) == torch._fused_sdp_choice(*reference, is_causal=True)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    expected_operators = attention_operators(lambda: sdpa(*reference, is_causal=True))
+    operators = attention_operators(lambda: sdpa(*accel, is_causal=True))
+    assert operators == expected_operators
+    if target == "cuda" and dtype == torch.float16:
+        assert "aten::_scaled_dot_product_attention_math" not in operators
+        assert "aten::_scaled_dot_product_flash_attention" in operators or torch.cuda.get_device_capability()[0] < 8
+    assert_bitwise(sdpa(*accel, is_causal=True), sdpa(*reference, is_causal=True), target)
+
+    accel = [t.requires_grad_() for t in accel]
+    out = sdpa(*accel, is_causal=True)
+    out.backward(torch.ones_like(out))
+    if target != "cuda":
+        reference = [t.requires_grad_() for t in reference]
+        expected = sdpa(*reference, is_causal=True)
+        expected.backward(torch.ones_like(expected))
         for a, t in zip(accel, reference):
             assert_bitwise(a.grad, t.grad, target)
+        return
+    # A CUDA backward cannot run in this process (README, Known limitations):
+    # the reference is the math definition in float64 on the CPU.
+    reference64 = [t.detach().cpu().double().requires_grad_() for t in accel]
+    expected = sdpa(*reference64, is_causal=True)
+    expected.backward(torch.ones_like(expected))
+    tolerance = 1e-5 if dtype == torch.float32 else 2e-2
+    torch.testing.assert_close(out.detach().cpu().double(), expected.detach(), atol=tolerance, rtol=tolerance)
+    for a, t in zip(accel, reference64):
+        torch.testing.assert_close(a.grad.cpu().double(), t.grad, atol=tolerance, rtol=tolerance)
+
+
+BACKENDS = [
+    torch.nn.attention.SDPBackend.FLASH_ATTENTION,
+    torch.nn.attention.SDPBackend.EFFICIENT_ATTENTION,
+    torch.nn.attention.SDPBackend.CUDNN_ATTENTION,
+    torch.nn.attention.SDPBackend.MATH,
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS, ids=lambda b: b.name)
+def test_attention_honours_sdpa_kernel(backend, target):
+    # torch.nn.attention.sdpa_kernel restricts accel as it restricts the
+    # target: the same backend runs, or both refuse.
+    dtype = torch.float16 if target == "cuda" else torch.float32
+    reference, accel = attention_inputs(target, dtype, head_dim=16)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    outcomes = []
+    for q, k, v in (reference, accel):
+        with torch.nn.attention.sdpa_kernel([backend]):
+            try:
+                outcomes.append(attention_operators(lambda: sdpa(q, k, v)))
+            except RuntimeError as e:
+                outcomes.append(type(e))
+    assert outcomes[1] == outcomes[0]
+
+
+def test_attention_follows_a_mocked_target_choice(target):
+    # Whatever the target's choice says, accel takes it: here the target's
+    # choice operator is replaced (for the target's dispatch key) by one that
+    # always answers math, which accel then runs.
+    proc = run_python(
+        f"""
+        import torch, torch_accel
+        from torch.nn.attention import SDPBackend
+        lib = torch.library.Library("aten", "IMPL")
+        lib.impl("_fused_sdp_choice", lambda *args, **kwargs: int(SDPBackend.MATH), "{target.upper()}")
+        q = torch.randn(1, 2, 8, 16, device="{target}")
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+        with torch.profiler.profile() as p:
+            out = sdpa(q.to("accel"), q.to("accel"), q.to("accel"))
+        names = {{e.name for e in p.events()}}
+        # (the target's own composite asks its stub directly, not the replaced operator)
+        expected = torch.ops.aten._scaled_dot_product_attention_math(q, q, q)[0]
+        print("aten::_scaled_dot_product_attention_math" in names, torch.equal(out.to("{target}"), expected))
+        """
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split()[-2:] == ["True", "True"]
 
 
 def test_ops_with_composite_and_target_kernels_run_the_targets(target):

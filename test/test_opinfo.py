@@ -123,9 +123,6 @@ KNOWN_FAILURES: dict[str, str] = {
         "nn.functional.instance_norm": _DEVICE_TYPE_CHOICE + ": values differ",
         "nn.functional.grid_sample": _DEVICE_TYPE_CHOICE + ": values differ",
         "nn.functional.rms_norm": _DEVICE_TYPE_CHOICE + ": strides of empty outputs differ",
-        "nn.functional.scaled_dot_product_attention": "where CUDA picks flash attention (float16/bfloat16 "
-        "samples), accel takes the math decomposition: SDPA's composite calls the CPU flash operator for "
-        "every device but cuda (see csrc/aten/AttentionBackendChoice.cpp); values differ",
     },
 }.get(TARGET, {})
 

@@ -6,17 +6,20 @@
 // then calls that backend's operator. A device type without a stub entry
 // always gets the math decomposition, which is slower than the target's fused
 // kernels and not bitwise their result. accel's entry asks the target's own
-// entry, over target tensors with the same metadata, and follows its choice
-// wherever the composite can take it for accel tensors: the fused operators
-// then run the target's kernels through the alias fallback, and autograd uses
-// their backward operators, exactly as on the target.
+// entry, over target tensors with the same metadata (targetSdpChoice), and
+// follows its choice: the fused operators then run the target's kernels
+// through the alias fallback, and autograd uses their backward operators,
+// exactly as on the target.
 //
 // The one branch the composite cannot take for accel is flash attention on a
 // CUDA target: for any device but cuda it calls the CPU flash operator
-// (_scaled_dot_product_flash_attention_for_cpu), which CUDA lacks. There the
-// math decomposition stays. (CUDA picks flash for float16/bfloat16 inputs it
-// suits; for the rest it picks memory-efficient or cuDNN attention, which
-// accel follows.)
+// (_scaled_dot_product_flash_attention_for_cpu), which CUDA lacks. accel's
+// own SDPA kernel (ScaledDotProductAttention.cpp) runs that branch as the
+// composite does for cuda, and calls the composite only for the other
+// backends. Where the composite runs for accel without that kernel (a tracer
+// that decomposes SDPA below autograd), this entry gives it the backend CUDA
+// would take after flash (Runtime::flashAttentionSubstitute: memory-efficient
+// attention where it accepts the inputs, else math).
 //
 // The entry only reads metadata. It also runs while tracing (FakeTensorMode,
 // torch.compile), on fake tensors with possibly symbolic shapes, so the
@@ -25,11 +28,13 @@
 // kernel is the target's stub entry) is redispatched straight to the target's
 // kernel: no dispatch mode (FakeTensorMode) intercepts it.
 
+#include <csrc/aten/AttentionBackendChoice.h>
 #include <csrc/runtime/Runtime.h>
 
 #include <ATen/RedispatchFunctions.h>
 #include <ATen/SDPBackend.h>
 #include <ATen/native/transformers/attention.h>
+#include <ATen/native/transformers/sdp_utils_cpp.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/TensorImpl.h>
 
@@ -62,7 +67,48 @@ at::Tensor describeIfAccel(const at::Tensor& tensor) {
   return tensor.defined() && tensor.device().type() == kAccel ? targetDescription(tensor) : tensor;
 }
 
-int64_t fusedSdpChoice(
+std::optional<at::Tensor> describeIfAccel(const std::optional<at::Tensor>& tensor) {
+  return tensor.has_value() ? std::optional<at::Tensor>(describeIfAccel(*tensor)) : std::nullopt;
+}
+
+at::SDPBackend
+choiceForDescriptions(const sdp::sdp_params& target, c10::DeviceIndex device, std::optional<double> scale) {
+  // The target's checks may consult the current device (CUDA: its compute capability).
+  c10::DeviceGuard device_guard(c10::Device(kAccel, device));
+  const auto target_keys =
+      c10::DispatchKeySet(c10::computeDispatchKey(std::nullopt, at::kStrided, targetDevice(device)));
+  return static_cast<at::SDPBackend>(at::redispatch::_fused_sdp_choice(
+      target_keys,
+      target.query,
+      target.key,
+      target.value,
+      target.attn_mask,
+      target.dropout,
+      target.is_causal,
+      scale,
+      target.enable_gqa));
+}
+
+sdp::sdp_params describeParams(
+    const at::Tensor& query,
+    const at::Tensor& key,
+    const at::Tensor& value,
+    const std::optional<at::Tensor>& attn_mask,
+    double dropout_p,
+    bool is_causal,
+    bool enable_gqa) {
+  return sdp::sdp_params{
+      describeIfAccel(query),
+      describeIfAccel(key),
+      describeIfAccel(value),
+      describeIfAccel(attn_mask),
+      dropout_p,
+      is_causal,
+      enable_gqa};
+}
+
+// The stub entry, which ATen's composite calls.
+int64_t compositeSdpChoice(
     const at::Tensor& query,
     const at::Tensor& key,
     const at::Tensor& value,
@@ -71,34 +117,33 @@ int64_t fusedSdpChoice(
     bool is_causal,
     std::optional<double> scale,
     bool enable_gqa) {
-  const c10::DeviceType target = runtime().targetType();
-  // The target's checks may consult the current device (CUDA: its compute capability).
-  c10::DeviceGuard device_guard(c10::Device(kAccel, query.device().index()));
-  std::optional<at::Tensor> mask;
-  if (attn_mask.has_value()) {
-    mask = describeIfAccel(*attn_mask);
-  }
-  const auto target_keys =
-      c10::DispatchKeySet(c10::computeDispatchKey(std::nullopt, at::kStrided, targetDevice(query.device().index())));
-  const auto choice = static_cast<at::SDPBackend>(at::redispatch::_fused_sdp_choice(
-      target_keys,
-      describeIfAccel(query),
-      describeIfAccel(key),
-      describeIfAccel(value),
-      mask,
-      dropout_p,
-      is_causal,
-      scale,
-      enable_gqa));
-  if (choice == at::SDPBackend::flash_attention && target != c10::DeviceType::CPU) {
-    return static_cast<int64_t>(at::SDPBackend::math); // see the file comment
+  const sdp::sdp_params target = describeParams(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa);
+  const c10::DeviceIndex device = query.device().index();
+  at::SDPBackend choice = choiceForDescriptions(target, device, scale);
+  if (choice == at::SDPBackend::flash_attention && !runtime().compositeRunsTargetFlashAttention()) {
+    c10::DeviceGuard device_guard(c10::Device(kAccel, device));
+    choice = runtime().flashAttentionSubstitute(target); // see the file comment
   }
   return static_cast<int64_t>(choice);
 }
 
 } // namespace
+
+at::SDPBackend targetSdpChoice(
+    const at::Tensor& query,
+    const at::Tensor& key,
+    const at::Tensor& value,
+    const std::optional<at::Tensor>& attn_mask,
+    double dropout_p,
+    bool is_causal,
+    std::optional<double> scale,
+    bool enable_gqa) {
+  return choiceForDescriptions(
+      describeParams(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa), query.device().index(), scale);
+}
+
 } // namespace torch_accel
 
 namespace at::native {
-REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &torch_accel::fusedSdpChoice)
+REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &torch_accel::compositeSdpChoice)
 } // namespace at::native

@@ -15,6 +15,7 @@
 // which runtime is running; it asks the runtime for what it needs (for
 // example targetType(), the device type whose kernels run accel's work).
 
+#include <ATen/SDPBackend.h>
 #include <ATen/core/Generator.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
@@ -26,6 +27,10 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+
+namespace sdp {
+struct sdp_params;
+} // namespace sdp
 
 namespace torch_accel {
 
@@ -110,6 +115,26 @@ public:
   // `device`, relabels it as such and returns true; otherwise leaves it alone
   // and returns false (the caller copies the data into accel memory).
   virtual bool adoptTargetAllocation(c10::DataPtr& ptr, c10::DeviceIndex device) const = 0;
+
+  // --- For scaled_dot_product_attention (csrc/aten/ScaledDotProductAttention.cpp) ---
+  //
+  // ATen's SDPA composite runs a flash-attention choice with CUDA's operator
+  // (_scaled_dot_product_flash_attention) for cuda tensors only, and with the
+  // CPU's (_scaled_dot_product_flash_attention_for_cpu) for every other device
+  // type, accel's included.
+
+  // Whether that composite, run for accel tensors, runs the target's flash
+  // attention (host: yes). Where it does not (CUDA), accel's SDPA kernel runs
+  // the composite's cuda branch itself.
+  virtual bool compositeRunsTargetFlashAttention() const noexcept = 0;
+
+  // The backend the composite takes instead where the target chose flash
+  // attention for `target_params` (target tensors) and the composite cannot
+  // run it, because something runs the composite without accel's kernel (a
+  // tracer that decomposes SDPA below autograd): the fused backend the target
+  // would take next, else math. Called only where
+  // compositeRunsTargetFlashAttention() is false.
+  virtual at::SDPBackend flashAttentionSubstitute(const sdp::sdp_params& target_params) const = 0;
 };
 
 // Scope in which target kernels allocate accel memory (see

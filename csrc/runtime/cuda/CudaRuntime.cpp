@@ -15,6 +15,7 @@
 #include <ATen/cuda/CUDAContextLight.h>
 #include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <ATen/detail/CUDAHooksInterface.h>
+#include <ATen/native/transformers/cuda/sdp_utils.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -279,6 +280,18 @@ public:
     }
     ptr.unsafe_set_device(c10::Device(kAccel, device));
     return true;
+  }
+
+  bool compositeRunsTargetFlashAttention() const noexcept override {
+    return false; // the composite would call the CPU's flash operator, which CUDA lacks
+  }
+
+  at::SDPBackend flashAttentionSubstitute(const sdp::sdp_params& target_params) const override {
+    // After flash attention, CUDA's order (sdp::select_sdp_backend) tries
+    // memory-efficient attention, which honours torch.nn.attention.sdpa_kernel
+    // through the same checks.
+    return sdp::can_use_mem_efficient_attention(target_params, /*debug=*/false) ? at::SDPBackend::efficient_attention
+                                                                                : at::SDPBackend::math;
   }
 
 private:

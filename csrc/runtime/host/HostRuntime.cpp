@@ -328,6 +328,14 @@ public:
     return exchangeCpuAllocationsAreAccel(enabled);
   }
 
+  bool compositeRunsTargetFlashAttention() const noexcept override {
+    return true; // _scaled_dot_product_flash_attention_for_cpu, as for cpu
+  }
+
+  at::SDPBackend flashAttentionSubstitute(const sdp::sdp_params& /*target_params*/) const override {
+    return at::SDPBackend::flash_attention; // never needed: see compositeRunsTargetFlashAttention
+  }
+
   bool adoptTargetAllocation(c10::DataPtr& ptr, c10::DeviceIndex device) const override {
     if (!isAccelrtMemory(ptr)) {
       return false; // allocated outside the fallback's scope, or by another allocator
