@@ -278,7 +278,7 @@ def _register() -> None:
     from ._distributed import register_backend as register_c10d_backend
     from ._dynamo_registration import register_when_dynamo_loads
     from ._inductor_patches import apply_fake_tensor_patches
-    from ._inductor_registration import register_if_inductor_loaded
+    from ._inductor_registration import prepare_triton_interpreter, register_if_inductor_loaded
     from ._profiler_patches import apply_profiler_patches
 
     # FakeTensor is loaded with torch: adapting it costs nothing here, and
@@ -286,6 +286,7 @@ def _register() -> None:
     apply_fake_tensor_patches()
     # So is the profiler (see _profiler_patches: use_device="accel" without a device).
     apply_profiler_patches()
+    prepare_triton_interpreter()  # before Dynamo imports Triton
     register_when_dynamo_loads()
     register_if_inductor_loaded()
     register_c10d_backend()
