@@ -36,6 +36,8 @@ SOURCE_SHA256 = {
     "torch._inductor.ir.is_cpu": "5449d162cfd24cbae10a701882c7cbd3562b1b944ae16b46ba39fb2892e791f6",
     "torch._inductor.scheduler.BaseSchedulerNode.is_cpu": "3abf458ee46f55f4b78e8089c736e9b9c3e3813e5e7062d1aadfc92eaac05340",
     "torch._inductor.lowering.div_prim": "75e87a9bf283a7c2b0b672ef778498974cb4a04a6aa9f34304cbc46c7f445f93",
+    "triton.runtime.interpreter._patch_lang_tensor": "efc91e4a5c969e2c7e14b35acb5f4bb9e47290c7a45189eb8840b1b6918d1e9a",
+    "triton.language.extra.libdevice.exp": "9c20ec859c16dc6f98c13579874f809405bc61d4986f28591faa2eb68741adbb",
     "torch._inductor.runtime.triton_helpers.set_driver_to_gpu": "a8d38f89bf6ec0175c925040d8e7a824cfb1790d8ff2c8cfbda1763c5495a7f1",
     "torch.utils._triton.triton_backend": "71e9c8ee2d3143634f06bfba6f6afbdb5c9f3413b1feaf8910e05d65b47af00d",
     "torch.utils._triton.has_triton": "99b63406dc8e19922ef4e565418f0af05a3d98d23599c1038e04b38fd9465dcc",
@@ -480,84 +482,6 @@ def _patch_cudagraph_skip_message() -> None:
     CompiledFxGraph.post_compile = post_compile  # type: ignore[method-assign]
 
 
-# --- Inductor, Triton's interpreter: Triton is there without a GPU ------------
-#
-# Adapts torch.utils._triton.has_triton as the scheduler sees it: whether a
-# device Triton compiles for exists (cuda with sm_70 or later, xpu, Triton's
-# cpu backend, mtia). The scheduler refuses to generate Triton code for a GPU
-# type without one (TritonMissing). With TORCH_ACCEL_INDUCTOR=triton on the
-# host runtime Triton's interpreter runs accel's kernels, which needs only the
-# triton package. Rebound in torch._inductor.scheduler alone: elsewhere
-# has_triton gates features for cuda devices (shape padding, user-defined
-# Triton kernels in Dynamo), which the interpreter mode does not emulate.
-
-
-# Adapts torch.utils._triton.triton_backend, Triton's compiler backend for the
-# target of Triton's active driver, whose hash Inductor writes into every
-# kernel's metadata and cache keys (triton_hash_with_backend). Without a GPU
-# Triton has no active driver ("0 active drivers"); the interpreter mode's
-# target is the CUDA device described above (compute capability 9.0, warps of
-# 32), so its backend is Triton's for that target.
-
-
-def _patch_triton_backend_for_the_interpreter() -> None:
-    from torch.utils import _triton
-
-    original = _triton.triton_backend
-    if not _first_patch("torch.utils._triton.triton_backend", original):
-        return
-
-    @functools.cache
-    def triton_backend() -> Any:
-        from triton.backends.compiler import GPUTarget
-        from triton.compiler.compiler import make_backend
-
-        return make_backend(GPUTarget("cuda", _INTERPRETED_CUDA_DEVICE["cc"], _INTERPRETED_CUDA_DEVICE["warp_size"]))
-
-    triton_backend.__doc__ = original.__doc__
-    _triton.triton_backend = triton_backend
-
-
-# Adapts torch._inductor.runtime.triton_helpers.set_driver_to_gpu, which every
-# generated Triton kernel module calls at import to make a GPU driver Triton's
-# active one, and raises where there is none ("Could not find an active GPU
-# backend"). Inductor's support for TRITON_INTERPRET (pytorch/pytorch#140841)
-# still expects a GPU there; the interpreter needs no driver, so in the
-# interpreter mode a machine without a GPU driver keeps none.
-
-
-def _patch_set_driver_for_the_interpreter() -> None:
-    from torch._inductor.runtime import triton_helpers
-
-    original = triton_helpers.set_driver_to_gpu
-    if not _first_patch("torch._inductor.runtime.triton_helpers.set_driver_to_gpu", original):
-        return
-
-    def set_driver_to_gpu() -> None:
-        try:
-            original()
-        except RuntimeError:
-            pass  # no GPU driver: Triton's interpreter runs the kernels
-
-    set_driver_to_gpu.__doc__ = original.__doc__
-    triton_helpers.set_driver_to_gpu = set_driver_to_gpu
-
-
-def _patch_has_triton_for_the_interpreter() -> None:
-    from torch._inductor import scheduler
-    from torch.utils import _triton
-
-    original = scheduler.has_triton
-    if not _first_patch("torch.utils._triton.has_triton", original):
-        return
-
-    def has_triton() -> bool:
-        return _triton.has_triton_package() or original()
-
-    has_triton.__doc__ = original.__doc__
-    scheduler.has_triton = has_triton  # type: ignore[attr-defined]
-
-
 # --- Inductor, Triton kernels: the choices Inductor makes for cuda -----------
 #
 # Where accel's code is generated for cuda (_codegen_target, the CUDA runtime
@@ -726,6 +650,6 @@ def apply_inductor_patches(config: Any) -> None:
         _patch_bmm_to_mm()
         _patch_sdpa_constraint()
     if config.interpreted:
-        _patch_has_triton_for_the_interpreter()
-        _patch_triton_backend_for_the_interpreter()
-        _patch_set_driver_for_the_interpreter()
+        from ._inductor_interpreter import apply_interpreter_patches
+
+        apply_interpreter_patches()
