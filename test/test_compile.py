@@ -92,17 +92,22 @@ def test_backend_selection_by_runtime():
     from torch._inductor.codegen.triton import TritonScheduling
 
     from torch_accel._inductor_codegen import AccelWrapperCodegen, device_op_overrides
-    from torch_accel._inductor_registration import backend_for_runtime
+    from torch_accel._inductor_registration import CodegenConfig, backend_for, codegen_config
 
-    cuda, host = backend_for_runtime("cuda"), backend_for_runtime("host")
-    assert cuda.Scheduling is TritonScheduling and host.Scheduling is CppScheduling
-    assert cuda.PythonWrapperCodegen is host.PythonWrapperCodegen is AccelWrapperCodegen
-    ops = device_op_overrides("cuda")
+    triton, cpp = backend_for("triton"), backend_for("cpp")
+    assert triton.Scheduling is TritonScheduling and cpp.Scheduling is CppScheduling
+    assert triton.PythonWrapperCodegen is cpp.PythonWrapperCodegen is AccelWrapperCodegen
+    ops = device_op_overrides("triton")
     assert ops.import_get_raw_stream_as("get_raw_stream") == "from torch_accel._C import _get_raw_stream as get_raw_stream"
     assert ops.device_guard(1) == "torch.accel.device(1)"
     assert ops.synchronize() == "torch.accel.synchronize()"
-    with pytest.raises(ValueError, match="no Inductor backend for the runtime 'tpu'"):
-        backend_for_runtime("tpu")
+    with pytest.raises(ValueError, match="no Inductor backend generating 'tpu' kernels"):
+        backend_for("tpu")
+    # This process: the runtime's own kernels (TORCH_ACCEL_INDUCTOR unset).
+    assert codegen_config() == CodegenConfig(RUNTIME, "triton" if RUNTIME == "cuda" else "cpp")
+    assert codegen_config().target == torch_accel._target_device_type()
+    assert CodegenConfig("host", "triton").target == "cuda" and CodegenConfig("host", "triton").interpreted
+    assert not CodegenConfig("cuda", "triton").interpreted
 
 
 # Generates the Triton code of the CUDA runtime's backend, whatever the machine:
@@ -120,12 +125,12 @@ from torch._inductor.graph import GraphLowering
 from torch._inductor.virtualized import V
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
-from torch_accel._inductor_registration import register
+from torch_accel._inductor_registration import CodegenConfig, register
 
 # The CUDA runtime as Inductor and the patches see it: Triton, and a cuda target.
 torch_accel.runtime = lambda: "cuda"
 torch_accel._target_device_type = lambda: "cuda"
-register("cuda")
+register(CodegenConfig("cuda", "triton"))
 
 h100 = types.SimpleNamespace(
     name="NVIDIA H100", multi_processor_count=132, major=9, minor=0, regs_per_multiprocessor=65536,
@@ -195,7 +200,10 @@ def test_accel_is_a_gpu_type_on_the_cuda_runtime_before_anything_is_traced():
 def test_codegen_identity_differs_by_runtime():
     from torch_accel._inductor_codegen import AccelCodegenIdentity
 
-    assert AccelCodegenIdentity("host").uuid() != AccelCodegenIdentity("cuda").uuid()
+    from torch_accel._inductor_registration import CodegenConfig
+
+    uuids = {AccelCodegenIdentity(CodegenConfig(*c)).uuid() for c in [("host", "cpp"), ("cuda", "triton"), ("host", "triton")]}
+    assert len(uuids) == 3
 
 
 def test_registration_when_inductor_was_set_up_first():

@@ -11,9 +11,8 @@ devices (default 2).
 """
 
 import dataclasses
-import os
 import sys
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
@@ -98,22 +97,6 @@ def device_count() -> int:
 def runtime() -> str:
     r"""Return the name of the runtime backing accel in this process: ``"cuda"`` or ``"host"``."""
     return _C._runtime_name()
-
-
-def _registered_runtime() -> Optional[str]:
-    r"""The runtime's name, or ``None`` when ``TORCH_ACCEL_RUNTIME`` names no runtime this
-    build can run.
-
-    For accel's registrations with PyTorch (Dynamo, Inductor), which run while
-    PyTorch's own modules import or set up for every device: a bad accel
-    configuration must not break torch.compile for cpu or cuda. Those
-    registrations then leave accel out, and accel's own first use raises the
-    configuration error (``runtime()``, ``init()``, the first accel tensor).
-    """
-    try:
-        return runtime()
-    except (ValueError, RuntimeError):
-        return None
 
 
 def _target_device_type() -> str:
@@ -280,13 +263,6 @@ def __getattr__(name: str) -> Any:
 
         return _lazy.default_generators
     if name in _INDUCTOR_BACKEND_ATTRIBUTES:
-        if _registered_runtime() is None:
-            # Inductor's init_backend_registration, which runs for every device,
-            # looks these up with getattr(..., None): no backend, not an error.
-            raise AttributeError(
-                f"torch.accel.{name}: accel has no Inductor backend in this process "
-                f"(TORCH_ACCEL_RUNTIME={os.environ.get('TORCH_ACCEL_RUNTIME')!r} names no runtime it can run)"
-            )
         from ._inductor_registration import inductor_backend
 
         return getattr(inductor_backend(), name)
@@ -302,7 +278,7 @@ def _register() -> None:
     from ._distributed import register_backend as register_c10d_backend
     from ._dynamo_registration import register_when_dynamo_loads
     from ._inductor_patches import apply_fake_tensor_patches
-    from ._inductor_registration import register_if_inductor_loaded
+    from ._inductor_registration import prepare_triton_interpreter, register_if_inductor_loaded
     from ._profiler_patches import apply_profiler_patches
 
     # FakeTensor is loaded with torch: adapting it costs nothing here, and
@@ -310,6 +286,7 @@ def _register() -> None:
     apply_fake_tensor_patches()
     # So is the profiler (see _profiler_patches: use_device="accel" without a device).
     apply_profiler_patches()
+    prepare_triton_interpreter()  # before Dynamo imports Triton
     register_when_dynamo_loads()
     register_if_inductor_loaded()
     register_c10d_backend()

@@ -73,20 +73,30 @@ class AccelInterface(DeviceInterface):
     @staticmethod
     def is_triton_capable(device: torch.types.Device = None) -> bool:
         # Inductor compiles accel's Triton kernels for CUDA (see
-        # _inductor_patches): only the CUDA runtime runs them.
-        return accel.runtime() == "cuda" and accel.get_device_capability(device)[0] >= 7
+        # _inductor_patches) on the CUDA runtime; with TORCH_ACCEL_INDUCTOR=
+        # triton on the host runtime Triton's interpreter runs them.
+        from torch.utils._triton import has_triton_package
+
+        from ._inductor_registration import generates_triton
+
+        if accel.runtime() == "cuda":
+            return accel.get_device_capability(device)[0] >= 7
+        return generates_triton() and has_triton_package()
 
     @staticmethod
     def raise_if_triton_unavailable(device: torch.types.Device = None) -> None:
-        if accel.runtime() != "cuda":
-            raise RuntimeError(
-                f"accel runs Triton kernels only on the CUDA runtime; this process runs the {accel.runtime()} "
-                "runtime, for which Inductor generates C++ kernels"
-            )
-        from torch._dynamo.device_interface import CudaInterface
+        if accel.runtime() == "cuda":
+            from torch._dynamo.device_interface import CudaInterface
 
-        # accel:N is cuda:N.
-        CudaInterface.raise_if_triton_unavailable(accel._get_device_index(device, optional=True))
+            # accel:N is cuda:N.
+            CudaInterface.raise_if_triton_unavailable(accel._get_device_index(device, optional=True))
+            return
+        if not AccelInterface.is_triton_capable(device):
+            raise RuntimeError(
+                "accel runs Triton kernels on the CUDA runtime, or through Triton's interpreter with "
+                "TORCH_ACCEL_INDUCTOR=triton (and the triton package); this process runs the host runtime "
+                "with Inductor's C++ kernels"
+            )
 
     @staticmethod
     def get_compute_capability(device: torch.types.Device = None) -> Union[int, str]:

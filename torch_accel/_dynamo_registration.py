@@ -5,7 +5,7 @@ Two registrations must happen as soon as the module they concern has executed,
 whoever imports it first:
 
 - accel's Dynamo device interface, with torch._dynamo.device_interface;
-- on the CUDA runtime, accel among Inductor's GPU types, in
+- where Inductor generates Triton kernels for accel, accel among its GPU types, in
   torch._inductor.utils (which Dynamo imports): AOTAutograd asks is_gpu while
   it traces the first graph, before Inductor registers accel's backend (see
   _inductor_patches.patch_gpu_types). Not from the device-interface hook:
@@ -29,9 +29,10 @@ def _register_interface() -> None:
 
 
 def _join_gpu_types() -> None:
-    import torch_accel
+    from ._inductor_registration import generates_triton
 
-    if torch_accel._registered_runtime() == "cuda":
+    # Triton kernels: the CUDA runtime, or TORCH_ACCEL_INDUCTOR=triton.
+    if generates_triton():
         from ._inductor_patches import patch_gpu_types
 
         patch_gpu_types()

@@ -10,12 +10,13 @@ source changes, so a PyTorch upgrade revisits every patch here.
 This module imports Inductor only inside its functions: importing it is free.
 """
 
+import functools
 import hashlib
 import importlib
 import inspect
 import sys
 import types
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -35,7 +36,27 @@ SOURCE_SHA256 = {
     "torch._inductor.ir.is_cpu": "5449d162cfd24cbae10a701882c7cbd3562b1b944ae16b46ba39fb2892e791f6",
     "torch._inductor.scheduler.BaseSchedulerNode.is_cpu": "3abf458ee46f55f4b78e8089c736e9b9c3e3813e5e7062d1aadfc92eaac05340",
     "torch._inductor.lowering.div_prim": "75e87a9bf283a7c2b0b672ef778498974cb4a04a6aa9f34304cbc46c7f445f93",
+    "triton.runtime.interpreter._patch_lang_tensor": "efc91e4a5c969e2c7e14b35acb5f4bb9e47290c7a45189eb8840b1b6918d1e9a",
+    "triton.language.extra.libdevice.exp": "9c20ec859c16dc6f98c13579874f809405bc61d4986f28591faa2eb68741adbb",
+    "torch._inductor.runtime.triton_helpers.set_driver_to_gpu": "a8d38f89bf6ec0175c925040d8e7a824cfb1790d8ff2c8cfbda1763c5495a7f1",
+    "torch.utils._triton.triton_backend": "71e9c8ee2d3143634f06bfba6f6afbdb5c9f3413b1feaf8910e05d65b47af00d",
+    "torch.utils._triton.has_triton": "99b63406dc8e19922ef4e565418f0af05a3d98d23599c1038e04b38fd9465dcc",
+    "torch._inductor.scheduler.MixOrderReduction.can_fuse": "e481a5ba835e37c924ef1a92c8b4b4b9e2650b04858d9c52c7032bfca148f6ea",
+    "torch._inductor.fx_passes.post_grad.prepare_softmax_extra_check": "4be7447c174bbfcc92f4cac9c0ea78b9c52ed076b07f069a6c15f86d23643aa2",
+    "torch._inductor.fx_passes.joint_graph.bmm_to_mm": "2905c8031e062f87afe9019c11e0c752b6d71e7e9b0878077450369c96256192",
+    "torch._inductor.fx_passes.decompose_mem_bound_mm.check_device": "46d04407ec81235797e6c1c8deb608816ca06cb45100e5db21543fec63c7d766",
+    "torch._inductor.lowering.sdpa_constraint": "f06d8ef3241774b9adecf0ccd02148e254b7fcc0c4e14c0ff4dea6617057f49d",
 }
+
+# The device type accel's code is generated for ("cpu": C++, "cuda": Triton),
+# set when accel's backend registers (apply_inductor_patches). Inductor's
+# choices by device type are made for accel as for this type. It is not
+# always the type whose kernels run accel's operators (the runtime's target):
+# with TORCH_ACCEL_INDUCTOR=triton on the host runtime, Inductor generates the
+# CUDA runtime's code and the operators it calls run CPU kernels.
+_codegen_target = ""
+# Whether Triton's interpreter runs the Triton kernels (on host memory).
+_interpreted = False
 
 # Qualified name -> the original, for the patches applied in this process.
 _originals: dict[str, Callable[..., Any]] = {}
@@ -156,18 +177,16 @@ def apply_fake_tensor_patches() -> None:
 # config.cpu_backend for cpu, config.cuda_backend for every device type it does
 # not know. Inductor's CSE, dtype propagation and fusion rules branch on that
 # name, so accel must get the name of the Scheduling registered for it: "cpp"
-# on the host runtime (CppScheduling), "triton" on the CUDA runtime.
-
-_ACCEL_BACKEND = {"host": "cpp", "cuda": "triton"}
+# (CppScheduling) or "triton" (TritonScheduling).
 
 
-def _patch_get_current_backend(runtime: str) -> None:
+def _patch_get_current_backend(kernels: str) -> None:
     from torch._inductor import utils
 
     original = utils.get_current_backend
     if not _first_patch("torch._inductor.utils.get_current_backend", original):
         return
-    backend = _ACCEL_BACKEND[runtime]
+    backend = kernels
 
     def get_current_backend(device_type: Any = None) -> str:
         if not device_type:
@@ -181,13 +200,14 @@ def _patch_get_current_backend(runtime: str) -> None:
     _rebind(original, get_current_backend, "torch._inductor")
 
 
-# --- Inductor, CUDA runtime: accel is a GPU ---------------------------------
+# --- Inductor, Triton kernels: accel is a GPU ---------------------------------
 #
 # Adapts torch._inductor.utils.is_gpu, which is membership in the module list
 # GPU_TYPES. Inductor asks it (through is_gpu and device_need_guard) whether a
 # device gets GPU treatment: Triton kernels, device guards and streams in the
 # wrapper, GPU fusion rules. On the CUDA runtime accel is a CUDA GPU, so accel
-# joins GPU_TYPES. torch._inductor.utils.get_gpu_type (cached) asserts that at
+# joins GPU_TYPES; so it does with TORCH_ACCEL_INDUCTOR=triton on the host
+# runtime, which generates the CUDA runtime's code. torch._inductor.utils.get_gpu_type (cached) asserts that at
 # most one *available* type in GPU_TYPES exists; it is evaluated first, so it
 # keeps answering "cuda", the GPU accel runs on.
 #
@@ -210,7 +230,7 @@ def patch_gpu_types() -> None:
     utils.GPU_TYPES.append(_DEVICE_TYPE)
 
 
-# --- Inductor, CUDA runtime: Triton compiles accel kernels for CUDA ----------
+# --- Inductor, Triton kernels: Triton compiles accel kernels for CUDA ----------
 #
 # Adapts torch._inductor.runtime.hints.DeviceProperties.create, which snapshots
 # a device for Triton kernels: its ``type`` becomes triton_meta["device"].type
@@ -222,6 +242,23 @@ def patch_gpu_types() -> None:
 # CUDA target, launched through the CUDA launchers on the stream the wrapper
 # passes (the accel current stream), with every cuda fast path. Compile worker
 # subprocesses then need nothing of accel.
+#
+# With Triton's interpreter (TORCH_ACCEL_INDUCTOR=triton on the host runtime)
+# there is no cuda:N to ask: accel:N is described as the CUDA device below, so
+# that Inductor's heuristics (reduction splits, block sizes, persistent
+# reductions, mix-order fusion) decide as on the CUDA runtime on that GPU and
+# the generated code is that runtime's. The interpreter itself uses none of it.
+
+# An H100 (SXM), the GPU the project's CUDA runs use: compute capability 9.0.
+_INTERPRETED_CUDA_DEVICE = {
+    "multi_processor_count": 132,
+    "cc": 90,
+    "major": 9,
+    "regs_per_multiprocessor": 65536,
+    "max_threads_per_multi_processor": 2048,
+    "max_threads_per_block": 1024,
+    "warp_size": 32,
+}
 
 
 def _patch_device_properties() -> None:
@@ -233,6 +270,8 @@ def _patch_device_properties() -> None:
 
     def create(cls: type, device: torch.device) -> Any:
         if device.type == _DEVICE_TYPE:
+            if _interpreted:
+                return cls(type="cuda", index=device.index, **_INTERPRETED_CUDA_DEVICE)
             device = torch.device("cuda", device.index)
         return original(cls, device)
 
@@ -254,9 +293,7 @@ def _patch_device_properties() -> None:
 
 
 def _target_is_cpu() -> bool:
-    import torch_accel
-
-    return torch_accel._target_device_type() == "cpu"
+    return _codegen_target == "cpu"
 
 
 def _patch_is_cpu() -> None:
@@ -337,10 +374,8 @@ def _patch_div_by_constant() -> None:
 def _accel_runs_on_mkldnn() -> bool:
     from torch._inductor.utils import SUPPORTED_MKLDNN_DEVICES
 
-    import torch_accel
-
     return (
-        torch_accel._target_device_type() in SUPPORTED_MKLDNN_DEVICES
+        _codegen_target in SUPPORTED_MKLDNN_DEVICES
         and torch.backends.mkldnn.enabled
         and torch.backends.mkldnn.is_available()
     )
@@ -408,9 +443,7 @@ def _patch_convolution_lowering() -> None:
 
     if not _first_patch("torch._inductor.kernel.conv.convolution", inspect.unwrap(conv.convolution)):
         return
-    import torch_accel
-
-    conv.ir = _IrSeenByConvolutions(conv.ir, torch_accel._target_device_type())  # type: ignore[attr-defined]
+    conv.ir = _IrSeenByConvolutions(conv.ir, _codegen_target)  # type: ignore[attr-defined]
 
 
 # --- Inductor: mode="reduce-overhead" says why accel graphs run without CUDA graphs
@@ -449,14 +482,174 @@ def _patch_cudagraph_skip_message() -> None:
     CompiledFxGraph.post_compile = post_compile  # type: ignore[method-assign]
 
 
-def apply_inductor_patches(runtime: str) -> None:
-    """Patches for Inductor, applied when accel's backend registers for ``runtime``."""
-    _patch_get_current_backend(runtime)
+# --- Inductor, Triton kernels: the choices Inductor makes for cuda -----------
+#
+# Where accel's code is generated for cuda (_codegen_target, the CUDA runtime
+# or the interpreter mode that generates its code), the choices Inductor 2.11
+# makes for the cuda device type only are made for accel too, so that accel's
+# Triton code is cuda's for the same graph:
+#
+# - mix-order reduction fusion (scheduler.MixOrderReduction.can_fuse): two
+#   reductions of one tensor along different dimensions (a layer norm's
+#   backward: the input gradient reduces rows, the weight gradient columns)
+#   fuse into one kernel; only for device types cuda and xpu.
+# - online softmax (post_grad.prepare_softmax_extra_check): a softmax's max
+#   and sum computed in one pass over the row (the online algorithm) where the
+#   reduction is not persistent (rows wider than Inductor keeps in registers);
+#   only for cuda and xpu. It rounds differently from the two-pass softmax, so
+#   it is about bits as well as speed.
+# - bmm of batch 1 as mm (joint_graph.bmm_to_mm): only for get_gpu_type(),
+#   which is cuda where accel's code is Triton (see patch_gpu_types).
+# - SDPA's attention bias aligned (lowering.sdpa_constraint): the bias of the
+#   memory-efficient attention gets strides aligned to 8 elements, which
+#   CUDA's kernel requires ("attn_bias is not correctly aligned"); only for
+#   tensors with is_cuda. Without it, compiled efficient attention with a
+#   computed bias whose rows are not a multiple of 8 long fails on accel.
+#
+# Each adaptation lets the original see accel as cuda at the one point where
+# it asks for the device type.
+
+
+def _device_seen_as_target(device: Optional[torch.device]) -> Optional[torch.device]:
+    if device is not None and device.type == _DEVICE_TYPE:
+        return torch.device(_codegen_target, device.index)
+    return device
+
+
+def _patch_mix_order_reduction() -> None:
+    from torch._inductor.scheduler import MixOrderReduction
+
+    original = vars(MixOrderReduction)["can_fuse"].__func__  # a classmethod
+    if not _first_patch("torch._inductor.scheduler.MixOrderReduction.can_fuse", original):
+        return
+
+    def can_fuse(cls: type, node1: Any, node2: Any) -> bool:
+        device = node1.get_device()
+        if device is None or device.type != _DEVICE_TYPE:
+            return original(cls, node1, node2)
+        # The original reads the device type from node1.get_device() once;
+        # node1 answers the target for the duration of the call.
+        node1.get_device = lambda: _device_seen_as_target(device)
+        try:
+            return original(cls, node1, node2)
+        finally:
+            del node1.get_device
+
+    can_fuse.__doc__ = original.__doc__
+    MixOrderReduction.can_fuse = classmethod(can_fuse)  # type: ignore[method-assign, assignment]
+
+
+def _patch_online_softmax() -> None:
+    from torch._inductor import config
+    from torch._inductor.fx_passes import post_grad
+    from torch._inductor.utils import get_current_backend
+
+    original = post_grad.prepare_softmax_extra_check
+    if not _first_patch("torch._inductor.fx_passes.post_grad.prepare_softmax_extra_check", original):
+        return
+
+    def prepare_softmax_extra_check(match: Any) -> bool:
+        if match.kwargs["x"].meta["val"].device.type == _DEVICE_TYPE:
+            # The original's condition for cuda, with accel's backend (config.cuda_backend is cuda's).
+            return bool(config.online_softmax) and get_current_backend(_DEVICE_TYPE) == "triton"
+        return original(match)
+
+    prepare_softmax_extra_check.__doc__ = original.__doc__
+    # post_grad's lazy_init registers the pattern with the module's function,
+    # on the first post-grad pass: after init_backend_registration, which
+    # registers accel's backend.
+    post_grad.prepare_softmax_extra_check = prepare_softmax_extra_check
+
+
+def _patch_bmm_to_mm() -> None:
+    from torch._inductor.fx_passes import joint_graph
+
+    _first_patch("torch._inductor.fx_passes.joint_graph.bmm_to_mm", joint_graph.bmm_to_mm)
+    original = joint_graph.check_device
+    if not _first_patch("torch._inductor.fx_passes.decompose_mem_bound_mm.check_device", original):
+        return
+
+    def check_device(a: torch.Tensor, b: torch.Tensor, device: str = "cuda") -> bool:
+        if a.device.type == b.device.type == _DEVICE_TYPE:
+            return _codegen_target == device
+        return original(a, b, device)
+
+    check_device.__doc__ = original.__doc__
+    # bmm_to_mm is joint_graph's only caller of check_device.
+    joint_graph.check_device = check_device  # type: ignore[attr-defined]
+
+
+class _SeenOnCuda:
+    """A tensor's fake value, except that it reports is_cuda."""
+
+    is_cuda = True
+
+    def __init__(self, value: Any) -> None:
+        self._value = value
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._value, name)
+
+
+class _FxArgSeenOnCuda:
+    def __init__(self, node: Any) -> None:
+        self.meta = {**node.meta, "val": _SeenOnCuda(node.meta["val"])}
+
+
+class _FxNodeSeenOnCuda:
+    """What sdpa_constraint reads of an FX node (target, args, kwargs and their
+    fake values), with accel tensors reported as cuda tensors."""
+
+    def __init__(self, node: torch.fx.Node) -> None:
+        def seen(arg: Any) -> Any:
+            value = getattr(arg, "meta", {}).get("val")
+            return _FxArgSeenOnCuda(arg) if isinstance(value, torch.Tensor) and value.device.type == _DEVICE_TYPE else arg
+
+        self.target = node.target
+        self.args = tuple(seen(a) for a in node.args)
+        self.kwargs = {k: seen(v) for k, v in node.kwargs.items()}
+
+
+def _patch_sdpa_constraint() -> None:
+    from torch._inductor import lowering
+
+    original = lowering.sdpa_constraint
+    if not _first_patch("torch._inductor.lowering.sdpa_constraint", original):
+        return
+
+    def sdpa_constraint(fx_node: torch.fx.Node, *args: Any, **kwargs: Any) -> Any:
+        if _codegen_target == "cuda":
+            return original(_FxNodeSeenOnCuda(fx_node), *args, **kwargs)
+        return original(fx_node, *args, **kwargs)
+
+    sdpa_constraint.__doc__ = original.__doc__
+    lowering.sdpa_constraint = sdpa_constraint
+    # The lowerings registered it with their fallbacks (make_fallback).
+    constraints = lowering._maybe_layout_constraints
+    for op, constraint in list(constraints.items()):
+        if constraint is original:
+            constraints[op] = sdpa_constraint
+
+
+def apply_inductor_patches(config: Any) -> None:
+    """Patches for Inductor, applied when accel's backend registers with
+    ``config`` (an _inductor_registration.CodegenConfig)."""
+    global _codegen_target, _interpreted
+    _codegen_target, _interpreted = config.target, config.interpreted
+    _patch_get_current_backend(config.kernels)
     _patch_is_cpu()
     _patch_div_by_constant()
     _patch_layout_optimization()
     _patch_convolution_lowering()
     _patch_cudagraph_skip_message()
-    if runtime == "cuda":
+    if config.kernels == "triton":
         patch_gpu_types()  # applied once torch._inductor.utils loaded; a no-op then
         _patch_device_properties()
+        _patch_mix_order_reduction()
+        _patch_online_softmax()
+        _patch_bmm_to_mm()
+        _patch_sdpa_constraint()
+    if config.interpreted:
+        from ._inductor_interpreter import apply_interpreter_patches
+
+        apply_interpreter_patches()

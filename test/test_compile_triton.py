@@ -1,0 +1,184 @@
+"""torch.compile on accel with Triton kernels: TORCH_ACCEL_INDUCTOR=triton.
+
+On the host runtime the mode generates the CUDA runtime's code (Triton kernels,
+the Python wrapper with accel's device guards and streams, cuda's choices) and
+Triton's interpreter runs the kernels on accel's host memory; on the CUDA
+runtime it is the runtime's own mode, the kernels compiled and launched on
+the GPU. The mode is read once per process, before accel's backend registers
+(and, on the host runtime, before Triton is imported): the cases of
+_triton_cases.py run compiled in one child process with the mode set, and the
+reference runs them eagerly on the target in a process without torch_accel.
+Each test compares one case with the reference and checks its code.
+"""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+from torch.utils._pytree import tree_flatten
+
+import _triton_cases
+import torch_accel
+from conftest import run_python, run_target_cases
+
+RUNTIME = torch_accel.runtime()
+INTERPRETED = RUNTIME == "host"
+# Triton kernels against the target's eager kernels: other kernels, so other
+# roundings (sums in another order, exp and tanh approximations); float16
+# results round to 2^-11.
+TOLERANCES = {torch.float32: dict(rtol=1e-4, atol=1e-5), torch.float16: dict(rtol=2e-3, atol=2e-3)}
+
+
+def _mode_env(**extra: str) -> dict:
+    env = dict(os.environ, TORCH_ACCEL_INDUCTOR="triton", **extra)
+    env.pop("TRITON_INTERPRET", None)  # the mode sets it on the host runtime
+    return env
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory) -> dict:
+    output = tmp_path_factory.mktemp("compile-triton") / "accel.pt"
+    proc = subprocess.run(
+        [sys.executable, _triton_cases.__file__, "accel", str(output)],
+        env=_mode_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return torch.load(output)
+
+
+@pytest.fixture(scope="module")
+def reference(target, tmp_path_factory) -> dict:
+    return run_target_cases(target, tmp_path_factory.mktemp("compile-triton-reference"), script="_triton_cases.py")
+
+
+def assert_matches_reference(case: dict, expected: dict) -> None:
+    actual, expected = tree_flatten(case["results"])[0], tree_flatten(expected["results"])[0]
+    assert len(actual) == len(expected)
+    for a, e in zip(actual, expected):
+        if isinstance(e, torch.Tensor):
+            torch.testing.assert_close(a, e, **TOLERANCES.get(e.dtype, {}))
+        else:
+            assert a == e
+
+
+def triton_kernels(code: str) -> list[str]:
+    """The names of the Triton kernels in generated code."""
+    return re.findall(r"^def (triton_\w+)\(", code, flags=re.M)
+
+
+@pytest.mark.parametrize("name", [*_triton_cases.CASES, "dynamic_shapes"])
+def test_case(name, compiled, reference):
+    index = _triton_cases.CASES[name][2] if name in _triton_cases.CASES else 0
+    if index >= torch_accel.device_count():
+        pytest.skip(f"needs accel:{index}; this machine has {torch_accel.device_count()} GPU(s)")
+    case = compiled[name]
+    assert case["devices"] == [f"accel:{index}"]
+    assert_matches_reference(case, reference[name])
+    # Triton kernels, not C++: the wrapper launches them on the accel current stream.
+    code = case["code"]
+    assert triton_kernels(code) and 'extern "C"' not in code and "cpp_fused" not in code
+    assert "from torch_accel._C import _get_raw_stream as get_raw_stream" in code
+    assert re.search(rf"stream{index} = get_raw_stream\({index}\)", code)
+    # Compiled for (or, by the interpreter, as) a CUDA device.
+    assert f"'device': DeviceProperties(type='cuda', index={index}," in code
+    if INTERPRETED:
+        # The device the interpreter mode describes (an sm_90 GPU), see _inductor_patches.
+        assert "multi_processor_count=132, cc=90" in code
+
+
+def test_second_device_is_guarded(compiled, two_devices):
+    code = compiled["second_device"]["code"]
+    assert "with torch.accel.device(1):" in code
+    assert re.search(r"empty_strided_accel\(.*, 1\)", code)
+
+
+def test_dynamic_shapes_compile_once(compiled):
+    assert compiled["dynamic_shapes"]["frames"] == 1
+    assert re.search(r"def triton_\w+\(.*ks0", compiled["dynamic_shapes"]["code"]) or "xnumel = " in compiled["dynamic_shapes"]["code"]
+
+
+def test_training_compiles_forward_and_backward(compiled):
+    for name in ("training_step", "transformer_block"):
+        code = compiled[name]["code"]
+        assert code.count("# AOT ID:") == 2, name  # the forward and the backward graph
+        assert "_backward" in code or "backward" in code.split("# AOT ID:")[2]
+
+
+# --- Inductor's cuda choices, made for accel's Triton code --------------------
+
+
+def test_online_softmax_for_wide_rows(compiled):
+    # Rows of 16384 elements are reduced in a loop: cuda computes max and sum
+    # in one pass (the online softmax), and so does accel.
+    code = compiled["online_softmax"]["code"]
+    assert "online_softmax" in code
+
+
+def test_mix_order_reduction(compiled):
+    # The layer norm's backward: row and column reductions of the same tensor in one kernel.
+    code = compiled["mix_order_reduction"]["code"]
+    assert "'mix_order_reduction': True" in code or "MixOrderReduction" in code
+
+
+def test_bmm_of_batch_one_is_mm(compiled):
+    code = compiled["bmm_batch_1"]["code"]
+    assert "extern_kernels.mm(" in code and "bmm" not in code.split("def call(")[1]
+
+
+# --- The mode ------------------------------------------------------------------
+
+
+def test_mode_values(monkeypatch):
+    from torch_accel._inductor_registration import kernels_for_runtime
+
+    for value, host, cuda in [("", "cpp", "triton"), ("auto", "cpp", "triton"), ("triton", "triton", "triton")]:
+        monkeypatch.setenv("TORCH_ACCEL_INDUCTOR", value)
+        assert (kernels_for_runtime("host"), kernels_for_runtime("cuda")) == (host, cuda)
+    monkeypatch.setenv("TORCH_ACCEL_INDUCTOR", "cpp")
+    assert kernels_for_runtime("host") == "cpp"
+    with pytest.raises(ValueError, match="TORCH_ACCEL_INDUCTOR=cpp needs the host runtime"):
+        kernels_for_runtime("cuda")
+    for bad in ("Triton", "c++", " triton", "1"):
+        monkeypatch.setenv("TORCH_ACCEL_INDUCTOR", bad)
+        with pytest.raises(ValueError, match=f"TORCH_ACCEL_INDUCTOR must be one of auto, cpp, triton; got '{bad}'"):
+            kernels_for_runtime("host")
+
+
+def test_bad_mode_is_reported_by_accel_compiles_only():
+    proc = run_python(
+        """
+        import torch, torch._dynamo
+        print(torch.compile(lambda t: t * 2)(torch.ones(2)).tolist())
+        try:
+            torch.compile(lambda t: t * 2)(torch.ones(2, device="accel"))
+        except Exception as e:
+            print(type(e).__name__, e)
+        """,
+        env={"TORCH_ACCEL_INDUCTOR": "bogus"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert lines[0] == "[2.0, 2.0]"  # cpu compiles are not affected
+    assert "TORCH_ACCEL_INDUCTOR must be one of auto, cpp, triton; got 'bogus'" in lines[1]
+
+
+@pytest.mark.skipif(not INTERPRETED, reason="the interpreter runs accel's kernels on the host runtime only")
+def test_interpreter_cannot_be_turned_off():
+    proc = run_python(
+        """
+        import torch
+        try:
+            torch.compile(lambda t: t * 2)(torch.ones(2, device="accel"))
+        except Exception as e:
+            print(type(e).__name__, e)
+        """,
+        env=_mode_env(TRITON_INTERPRET="0"),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "runs Triton kernels through Triton's interpreter on the host runtime, which needs TRITON_INTERPRET=1" in proc.stdout
