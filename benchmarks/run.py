@@ -4,12 +4,16 @@ Every figure is accel's time over the target's (cuda on the CUDA runtime, cpu
 on the host runtime), each the median of repeated runs after warm-up, taken in
 this one process with accel's and the target's runs alternating (so that a
 drifting machine slows both alike); the exception is CUDA training steps, whose cuda reference
-runs in a child process without torch_accel (see workloads.py). Results go to
+runs in a child process without torch_accel (see workloads.py). The per-op
+list is also measured in instructions per call (valgrind's callgrind, in a
+child process: a stable metric where time varies), and every accel/target
+ratio above the goals of issue 19 is printed as a warning. Results go to
 benchmarks/results/<runtime>-<machine>.{md,json}, rewritten after each section
-(a run killed in a later section keeps the earlier ones).
+(a run killed in a later section keeps the earlier ones); each run's per-op
+figures are added to benchmarks/results/history.jsonl.
 
-  python benchmarks/run.py [--quick] [--sections ops,throughput,streams,sdpa,models,compiled,startup]
-                           [--no-compile] [--output-dir DIR] [--run-id ID]
+  python benchmarks/run.py [--quick] [--sections ops,instructions,calls,throughput,streams,sdpa,models,compiled,startup]
+                           [--no-compile] [--no-history] [--output-dir DIR] [--run-id ID]
 """
 
 import argparse
@@ -38,18 +42,31 @@ TARGET = torch_accel._target_device_type()
 
 # 1. Eager per-op host overhead -------------------------------------------------
 
+# The goals of issue 19 for accel/target ratios of the per-op list (time and
+# instructions): the median, and every op on the host runtime. A ratio above
+# its goal is printed as a warning and listed in the results.
+GOALS = {"cpu": {"median": 1.10, "worst": 1.25}, "cuda": {"median": 1.05, "worst": None}}
+# `import torch_accel` may add at most this to `import torch` (ms).
+IMPORT_GOAL_MS = 30.0
+
 
 def op_cases(device: str) -> dict:
     g = torch.Generator().manual_seed(0)
     a = torch.randn(64, 64, generator=g).to(device)
     b = torch.randn(64, 64, generator=g).to(device)
     v = torch.randn(1024, generator=g).to(device)
+    w = torch.randn(1024, generator=g).to(device)
     idx = torch.randint(0, 64, (16,), generator=g).to(device)
     emb = torch.randn(100, 32, generator=g).to(device)
     tokens = torch.randint(0, 100, (8, 16), generator=g).to(device)
     lin = torch.nn.Linear(64, 64).to(device)
     dst = torch.empty_like(a)
     mask = a > 0
+    scalar = torch.randn((), generator=g).to(device)
+    # An optimizer's view of a small model: a few parameters and their gradients.
+    params = [torch.randn(shape, generator=g).to(device) for shape in ((64, 64), (64,), (32, 64), (32,))]
+    grads = [torch.randn_like(p).to(device) for p in params]
+    values = [0.5, 1.5, -2.0, 3.0]
     return {
         "add": lambda: a + b,
         "mul": lambda: a * b,
@@ -71,6 +88,20 @@ def op_cases(device: str) -> dict:
         "where": lambda: torch.where(mask, a, b),
         "embedding": lambda: torch.nn.functional.embedding(tokens, emb),
         "add_ (in-place)": lambda: v.add_(1.0),
+        # Optimizer-style ops (an AdamW step is made of these).
+        "_foreach_add_": lambda: torch._foreach_add_(params, grads, alpha=1e-3),
+        "_foreach_mul_": lambda: torch._foreach_mul_(params, 0.999),
+        "addcmul_": lambda: v.addcmul_(w, w, value=1e-3),
+        "lerp_": lambda: v.lerp_(w, 0.1),
+        "clone": lambda: a.clone(),
+        "contiguous (transposed)": lambda: a.t().contiguous(),
+        "masked_fill": lambda: a.masked_fill(mask, 0.0),
+        "argmax": lambda: a.argmax(dim=1),
+        "topk": lambda: v.topk(8),
+        "gt (a > b)": lambda: a > b,
+        "eq (a == 0)": lambda: a == 0,
+        "item()": lambda: scalar.item(),
+        "torch.tensor(list)": lambda: torch.tensor(values, device=device),
     }
 
 
@@ -83,6 +114,109 @@ def bench_ops(quick: bool) -> list[dict]:
         accel, target = times["accel"], times[TARGET]
         rows.append({"op": name, "accel_us": accel * 1e6, "target_us": target * 1e6, "ratio": accel / target})
     return rows
+
+
+# 1b. Instructions per op (callgrind) ---------------------------------------------
+#
+# Wall time on a shared machine varies by some 10% from run to run; the number
+# of instructions an op executes hardly varies. The per-op list runs in one
+# child process under valgrind's callgrind, instrumented only once torch and
+# torch_accel are imported and the cases built (--instr-atstart=no, then
+# callgrind_control -i on: an uninstrumented start is ~3x faster), and
+# collecting only around each timed loop (torch._C._valgrind_toggle; each
+# loop's counts go to a dump file of their own).
+
+CALLGRIND_WARMUP, CALLGRIND_ITERATIONS = 3, 20
+
+
+def callgrind_child(out_dir: str) -> None:
+    """Runs in the process under callgrind: every op, accel's and the
+    target's, collected around CALLGRIND_ITERATIONS calls each (after
+    CALLGRIND_WARMUP uncollected ones), in the order written to order.json."""
+    cases = {"accel": op_cases("accel"), TARGET: op_cases(TARGET)}
+    subprocess.run(["callgrind_control", "--instr=on", str(os.getpid())], check=True, capture_output=True)
+    order = []
+    for name in cases["accel"]:
+        for device in ("accel", TARGET) if len(order) % 4 == 0 else (TARGET, "accel"):
+            fn = cases[device][name]
+            for _ in range(CALLGRIND_WARMUP):
+                fn()
+            torch._C._valgrind_toggle()
+            for _ in range(CALLGRIND_ITERATIONS):
+                fn()
+            torch._C._valgrind_toggle_and_dump_stats()
+            order.append((name, device))
+    with open(os.path.join(out_dir, "order.json"), "w") as f:
+        json.dump(order, f)
+
+
+def bench_instructions(quick: bool) -> list[dict]:
+    import shutil
+    import tempfile
+
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+        raise RuntimeError("valgrind (callgrind) is not installed: no instruction counts")
+    with tempfile.TemporaryDirectory(prefix="accel-callgrind-") as out_dir:
+        command = [
+            "valgrind",
+            "--tool=callgrind",
+            "--instr-atstart=no",
+            "--collect-atstart=no",
+            f"--callgrind-out-file={out_dir}/callgrind.out.%p",
+            sys.executable,
+            os.path.abspath(__file__),
+            "--callgrind-child",
+            out_dir,
+        ]
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=1200, cwd=ROOT)
+        if proc.returncode != 0:
+            raise RuntimeError(f"the callgrind child exited with {proc.returncode}: {' | '.join(proc.stderr.strip().splitlines()[-3:])}")
+        with open(os.path.join(out_dir, "order.json")) as f:
+            order = json.load(f)
+        dumps = {}
+        for path in os.listdir(out_dir):
+            match = re.fullmatch(r"callgrind\.out\.\d+\.(\d+)", path)
+            if match:
+                with open(os.path.join(out_dir, path)) as f:
+                    totals = re.search(r"^totals:\s*(\d+)", f.read(), re.MULTILINE)
+                dumps[int(match.group(1))] = int(totals.group(1))
+    if len(dumps) != len(order):
+        raise RuntimeError(f"callgrind wrote {len(dumps)} dumps for {len(order)} measurements")
+    per_call: dict[str, dict[str, float]] = {}
+    for number, (name, device) in enumerate(order, start=1):
+        per_call.setdefault(name, {})[device] = dumps[number] / CALLGRIND_ITERATIONS
+    return [
+        {"op": name, "accel_instr": counts["accel"], "target_instr": counts[TARGET], "ratio": counts["accel"] / counts[TARGET]}
+        for name, counts in per_call.items()
+    ]
+
+
+def ratio_summary(rows: list[dict]) -> dict:
+    """The median and worst ratio of a per-op table, and the ops above the goals."""
+    ratios = [r["ratio"] for r in rows]
+    goals = GOALS.get(TARGET, GOALS["cpu"])
+    worst = max(rows, key=lambda r: r["ratio"])
+    over = [r["op"] for r in rows if goals["worst"] is not None and r["ratio"] > goals["worst"]]
+    return {"median": statistics.median(ratios), "worst": worst["ratio"], "worst_op": worst["op"], "over_goal": over}
+
+
+def goal_warnings(section: str, results: dict) -> list[str]:
+    """One line for every ratio of `section` above its goal (issue 19)."""
+    goals = GOALS.get(TARGET, GOALS["cpu"])
+    what = {"ops": "time", "instructions": "instructions"}.get(section)
+    warnings = []
+    if what is not None and section in results:
+        summary = results[f"{section}_summary"]
+        if summary["median"] > goals["median"]:
+            warnings.append(f"{what}: median accel/{TARGET} {summary['median']:.3f} is above its goal {goals['median']:.2f}")
+        for row in results[section]:
+            if goals["worst"] is not None and row["ratio"] > goals["worst"]:
+                warnings.append(f"{what}: {row['op']} accel/{TARGET} {row['ratio']:.3f} is above the per-op goal {goals['worst']:.2f}")
+    if section == "startup" and section in results:
+        added = next(r["added_ms"] for r in results["startup"] if "added_ms" in r)
+        if added > IMPORT_GOAL_MS:
+            warnings.append(f"startup: import torch_accel adds {added:.1f} ms, above its goal {IMPORT_GOAL_MS:.0f} ms")
+    return warnings
 
 
 # 2. Device throughput -------------------------------------------------------------
@@ -331,10 +465,86 @@ def bench_startup(quick: bool) -> list[dict]:
     ]
 
 
+# 7. Compiled graphs' per-call cost ------------------------------------------------
+#
+# A small compiled graph is bound by what every call costs besides its
+# kernels: Dynamo's guards, the generated wrapper (allocation, and on a GPU
+# the device guard, set_device and the raw stream of each launch). Timed
+# against the target's compiled graph, and the wrapper's device calls
+# against cuda's.
+
+_TINY_GRAPHS = {
+    "compiled x * y + 1 (8 elements)": ("def f(x, y, w):\n    return x * y + 1\n"),
+    "compiled relu(x @ w) + y (16x16)": ("def f(x, y, w):\n    return torch.relu(x.view(4, 2) @ w[:2, :2]) + y.view(4, 2)\n"),
+}
+
+
+def compiled_call_cases(device: str) -> dict:
+    """The tiny graphs, compiled for `device` and warmed up. Each device's
+    functions have code objects of their own, so that Dynamo's cache holds one
+    entry each (with one shared code object, the device compiled second would
+    first fail the other's guards on every call)."""
+    g = torch.Generator().manual_seed(0)
+    x, y = (torch.randn(8, generator=g).to(device) for _ in range(2))
+    w = torch.randn(16, 16, generator=g).to(device)
+    cases = {}
+    for name, source in _TINY_GRAPHS.items():
+        namespace = {"torch": torch}
+        exec(compile(source, f"<tiny graph on {device}: {name}>", "exec"), namespace)
+        fn = torch.compile(namespace["f"], dynamic=False)
+        for _ in range(3):
+            fn(x, y, w)
+        cases[name] = lambda fn=fn: fn(x, y, w)
+    return cases
+
+
+def device_call_cases(device_type: str) -> dict:
+    """The calls a compiled graph's wrapper makes on every call, as Inductor
+    writes them for `device_type` ("accel" or "cuda"), and (accel) the ones
+    it wrote before they were C functions."""
+    if device_type == "cuda":
+        get_raw_stream = torch._C._cuda_getCurrentRawStream
+        guard, set_device = torch.cuda._DeviceGuard, torch.cuda.set_device
+    else:
+        get_raw_stream = torch_accel._C._get_raw_stream
+        guard, set_device = torch_accel._DeviceGuard, torch_accel._C._set_device
+
+    def guarded(guard=guard):
+        with guard(0):
+            pass
+
+    cases = {"device guard enter+exit": guarded, "set_device": lambda: set_device(0), "get_raw_stream": lambda: get_raw_stream(0)}
+    if device_type == "accel":
+        cases["before: torch.accel.device enter+exit"] = lambda: guarded(torch_accel.device)
+        cases["before: torch.accel.set_device"] = lambda: torch_accel.set_device(0)
+    return cases
+
+
+def bench_calls(quick: bool) -> list[dict]:
+    repeats, inner = (5, 100) if quick else (15, 500)
+    rows = []
+    compiled = {device: compiled_call_cases(device) for device in ("accel", TARGET)}
+    for name in compiled["accel"]:
+        times = interleaved_median_times({device: (compiled[device][name], device) for device in compiled}, repeats, inner)
+        rows.append({"call": name, "accel_us": times["accel"] * 1e6, "target_us": times[TARGET] * 1e6, "ratio": times["accel"] / times[TARGET]})
+    calls = {"accel": device_call_cases("accel")}
+    if TARGET == "cuda":
+        calls["cuda"] = device_call_cases("cuda")
+    repeats, inner = (5, 1000) if quick else (15, 5000)
+    for name in calls["accel"]:
+        fns = {device: (cases[name], device) for device, cases in calls.items() if name in cases}
+        times = interleaved_median_times(fns, repeats, inner)
+        row = {"call": f"wrapper: {name}", "accel_us": times["accel"] * 1e6}
+        if "cuda" in times:
+            row.update(target_us=times["cuda"] * 1e6, ratio=times["accel"] / times["cuda"])
+        rows.append(row)
+    return rows
+
+
 # Report --------------------------------------------------------------------------------
 
 # Each section: its function (taking quick) and its Markdown (a heading and a table).
-SECTIONS = ("ops", "throughput", "streams", "sdpa", "models", "compiled", "startup")
+SECTIONS = ("ops", "instructions", "calls", "throughput", "streams", "sdpa", "models", "compiled", "startup")
 
 
 def machine() -> dict:
@@ -367,8 +577,27 @@ def table(rows: list[dict], columns: list[str]) -> list[str]:
 def section_markdown(name: str, results: dict) -> list[str]:
     rows = results[name]
     if name == "ops":
-        md = [f"## Eager per-op time (accel/{TARGET}: median {results['ops_median_ratio']:.2f})", ""]
-        return md + table(rows, ["op", "accel_us", "target_us", "ratio"])
+        summary = results["ops_summary"]
+        md = [f"## Eager per-op time (accel/{TARGET}: median {summary['median']:.3f}, worst {summary['worst']:.3f} {summary['worst_op']})", ""]
+        return md + table(rows, ["op", "accel_us", "target_us", "ratio"]) + warnings_markdown(name, results)
+    if name == "instructions":
+        summary = results["instructions_summary"]
+        md = [
+            f"## Eager per-op instructions, callgrind (accel/{TARGET}: median {summary['median']:.3f}, worst {summary['worst']:.3f} {summary['worst_op']})",
+            "",
+            f"Instructions per call, each the mean of {CALLGRIND_ITERATIONS} calls after {CALLGRIND_WARMUP} uncounted ones, "
+            "accel's and the target's in one process under valgrind --tool=callgrind. "
+            + ("Time per call from the ops section of this run." if "ops" in results else ""),
+            "",
+        ]
+        times = {r["op"]: r for r in results.get("ops", [])}
+        merged = [{**r, "accel_us": times.get(r["op"], {}).get("accel_us"), "time_ratio": times.get(r["op"], {}).get("ratio")} for r in rows]
+        columns = ["op", "accel_instr", "target_instr", "ratio"] + (["accel_us", "time_ratio"] if times else [])
+        return md + table(merged, columns) + warnings_markdown(name, results)
+    if name == "calls":
+        title = f"## Compiled graphs' per-call cost (accel/{TARGET})"
+        note = [] if TARGET == "cuda" else ["", f"The wrapper rows are accel's alone: {TARGET} graphs guard no device."]
+        return [title, ""] + table(rows, ["call", "accel_us", "target_us", "ratio"]) + note
     if name == "throughput":
         return [f"## Device throughput (ratio = accel throughput / {TARGET})", ""] + table(rows, ["what", "accel", "target", "unit", "ratio"])
     if name == "streams":
@@ -381,13 +610,23 @@ def section_markdown(name: str, results: dict) -> list[str]:
         title = "Training steps, eager" if name == "models" else "Training steps, torch.compile"
         columns = ["model", "mode", "accel_ms", "target_ms", "ratio", "round_ratios_q1_q3", "accel_step_peak_mib", "target_step_peak_mib", "error"]
         return [f"## {title} (accel/{TARGET})", ""] + table(rows, columns)
-    return ["## Start-up", ""] + table(rows, ["what", "ms", "added_ms"])
+    return ["## Start-up", ""] + table(rows, ["what", "ms", "added_ms"]) + warnings_markdown(name, results)
+
+
+def warnings_markdown(section: str, results: dict) -> list[str]:
+    warnings = goal_warnings(section, results)
+    return ["", *(f"- **above goal**: {w}" for w in warnings)] if warnings else []
 
 
 def run_section(name: str, results: dict, quick: bool) -> None:
     if name == "ops":
         results["ops"] = bench_ops(quick)
-        results["ops_median_ratio"] = statistics.median(r["ratio"] for r in results["ops"])
+        results["ops_summary"] = ratio_summary(results["ops"])
+    elif name == "instructions":
+        results["instructions"] = bench_instructions(quick)
+        results["instructions_summary"] = ratio_summary(results["instructions"])
+    elif name == "calls":
+        results["calls"] = bench_calls(quick)
     elif name == "throughput":
         results["throughput"] = bench_throughput(quick)
     elif name == "streams":
@@ -421,6 +660,52 @@ def write_results(results: dict, output_dir: str) -> str:
     return base
 
 
+# The per-op figures of every run, one JSON line each (results/history.jsonl,
+# committed): the trend from one change to the next, with the machine.
+HISTORY = "history.jsonl"
+HISTORY_SECTIONS = ("ops", "instructions", "calls", "startup")
+
+
+def source_revision() -> str:
+    """The commit this run measured ("+changes" when the worktree differed from it)."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "csrc", "torch_accel"], capture_output=True, text=True, cwd=ROOT, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return commit + ("+changes" if dirty else "")
+
+
+def add_to_history(results: dict, path: str, quick: bool) -> None:
+    """Adds this run's entry; a run whose sections ran in separate processes
+    (one --run-id) keeps one entry, which each process completes."""
+    entry = {"machine": results["machine"], "revision": source_revision(), "quick": quick}
+    lines = []
+    if os.path.exists(path):
+        with open(path) as f:
+            lines = f.read().splitlines()
+    run_id = results["machine"].get("run_id")
+    if run_id and lines and json.loads(lines[-1]).get("machine", {}).get("run_id") == run_id:
+        entry = {**json.loads(lines.pop()), **entry}
+    for section in ("ops", "instructions"):
+        if section in results:
+            entry[section] = {
+                "summary": results[f"{section}_summary"],
+                "ratios": {r["op"]: round(r["ratio"], 4) for r in results[section]},
+                "accel": {r["op"]: round(r.get("accel_instr", r.get("accel_us", 0)), 3) for r in results[section]},
+                "target": {r["op"]: round(r.get("target_instr", r.get("target_us", 0)), 3) for r in results[section]},
+            }
+    if "calls" in results:
+        entry["calls"] = {r["call"]: round(r["accel_us"], 3) for r in results["calls"]}
+    if "startup" in results:
+        entry["startup_ms"] = {r["what"]: round(r.get("added_ms", r["ms"]), 2) for r in results["startup"]}
+    lines.append(json.dumps(entry))
+    with open(path + ".tmp", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    os.replace(path + ".tmp", path)
+    print(f"added to {path}", flush=True)
+
+
 def previous_results(output_dir: str, run_id: str, machine_info: dict) -> dict:
     """The results file of this machine written earlier in the same run (same
     --run-id): the run's other sections, kept beside this process's."""
@@ -445,7 +730,12 @@ def main() -> int:
         help="sections run by separate processes of one run share an id: each adds its own to the results file "
         "that an earlier process of the same run wrote (test/gpu_report.py runs one section per process)",
     )
+    parser.add_argument("--no-history", action="store_true", help=f"do not add this run to {HISTORY}")
+    parser.add_argument("--callgrind-child", metavar="DIR", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.callgrind_child:
+        callgrind_child(args.callgrind_child)
+        return 0
     sections = [s for s in args.sections.split(",") if s]
     unknown = sorted(set(sections) - set(SECTIONS))
     if unknown:
@@ -458,14 +748,28 @@ def main() -> int:
         info["run_id"] = args.run_id
     results = previous_results(args.output_dir, args.run_id, info) if args.run_id else {}
     results["machine"] = {**results.get("machine", {}), **info}
+    failed = []
     for section in SECTIONS:  # in the table's order, each written as soon as it is done
         if section not in sections:
             continue
-        run_section(section, results, args.quick)
+        try:
+            run_section(section, results, args.quick)
+        except Exception as error:  # report, go on with the other sections, and fail the run
+            print(f"section {section} failed: {error}", file=sys.stderr, flush=True)
+            failed.append(section)
+            continue
         base = write_results(results, args.output_dir)
-        print("\n".join(section_markdown(section, results)) + "\n", flush=True)
+        for warning in goal_warnings(section, results):
+            print(f"WARNING: above goal: {warning}", file=sys.stderr, flush=True)
+        markdown = section_markdown(section, results)
+        print("\n".join(markdown) + "\n", flush=True)
         print(f"written to {base}.{{md,json}}", flush=True)
-    return 0
+        # The section's heading again (with its median and worst ratio), last:
+        # a log's tail shows it whatever the table's length.
+        print(f"summary: {markdown[0].lstrip('# ')}", flush=True)
+    if not args.no_history and any(s in results for s in HISTORY_SECTIONS):
+        add_to_history(results, os.path.join(args.output_dir, HISTORY), args.quick)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

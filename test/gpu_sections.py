@@ -228,10 +228,11 @@ SECTIONS: tuple[Section, ...] = (
                 "{results}",
                 "{bench_args}",
             ),
-            artifacts=("{results}/*.md", "{results}/*.json"),
+            artifacts=("{results}/*.md", "{results}/*.json", "{results}/*.jsonl"),
         )
         for name, what, limit, estimate in (
-            ("ops", "eager per-op time, accel against cuda (20 small ops)", 120, 30),
+            ("ops", "eager per-op time, accel against cuda (33 small ops)", 150, 30),
+            ("calls", "compiled tiny graphs' per-call time, and the wrapper's device guard and stream calls against cuda's", 150, 25),
             ("throughput", "matmul TFLOP/s (float32, bfloat16) and device-to-device copy GB/s", 120, 30),
             ("sdpa", "scaled_dot_product_attention forward, accel against cuda", 120, 30),
             ("models", "training steps (transformer block, CNN) in eager mode, and the AdamW step alone", 180, 70),
@@ -258,7 +259,7 @@ SECTIONS: tuple[Section, ...] = (
             "{results}",
             "{bench_args}",
         ),
-        artifacts=("{results}/*.md", "{results}/*.json"),
+        artifacts=("{results}/*.md", "{results}/*.json", "{results}/*.jsonl"),
     ),
 )
 

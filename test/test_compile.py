@@ -99,7 +99,9 @@ def test_backend_selection_by_runtime():
     assert triton.PythonWrapperCodegen is cpp.PythonWrapperCodegen is AccelWrapperCodegen
     ops = device_op_overrides("triton")
     assert ops.import_get_raw_stream_as("get_raw_stream") == "from torch_accel._C import _get_raw_stream as get_raw_stream"
-    assert ops.device_guard(1) == "torch.accel.device(1)"
+    # As cuda's: a C type and C functions, cheap on every call of a graph.
+    assert ops.device_guard(1) == "torch.accel._DeviceGuard(1)"
+    assert ops.set_device(1) == "torch.accel._C._set_device(1)"
     assert ops.synchronize() == "torch.accel.synchronize()"
     with pytest.raises(ValueError, match="no Inductor backend generating 'tpu' kernels"):
         backend_for("tpu")
@@ -170,7 +172,8 @@ def test_cuda_runtime_generates_triton_launched_on_the_accel_stream():
     assert "'device': DeviceProperties(type='cuda', index=1," in code
     # The wrapper guards accel:1, allocates there, and launches on the accel current stream.
     assert "from torch_accel._C import _get_raw_stream as get_raw_stream" in code
-    assert "with torch.accel.device(1):" in code
+    assert "with torch.accel._DeviceGuard(1):" in code
+    assert "torch.accel._C._set_device(1)" in code
     assert re.search(r"empty_strided_accel\(.*, 1\)", code)
     assert "stream1 = get_raw_stream(1)" in code
     assert re.search(r"triton_\w+\.run\(.*stream=stream1\)", code)

@@ -64,6 +64,93 @@ def test_device_none_and_negative_are_noops():
         assert torch_accel.current_device() == 0
 
 
+# torch.accel._DeviceGuard and the C functions Inductor's generated wrappers
+# call on every graph call (see _inductor_codegen): torch.cuda._DeviceGuard's
+# behaviour, as C code.
+
+
+def test_device_guard_switches_and_restores(two_devices):
+    guard = torch_accel._DeviceGuard(1)
+    assert (guard.idx, guard.prev_idx) == (1, -1)
+    with guard:
+        assert torch_accel.current_device() == 1
+        assert torch.empty(1, device="accel").device == torch.device("accel:1")
+        with torch_accel._DeviceGuard(0):
+            assert torch_accel.current_device() == 0
+        assert torch_accel.current_device() == 1
+        if torch_accel.runtime() == "cuda":
+            assert torch.cuda.current_device() == 1
+    assert guard.prev_idx == 0
+    assert torch_accel.current_device() == 0
+    # Restored from wherever the body left it, as torch.cuda._DeviceGuard.
+    with torch_accel._DeviceGuard(1):
+        torch_accel._C._set_device(0)
+    assert torch_accel.current_device() == 0
+    torch_accel.set_device(1)
+    with torch_accel._DeviceGuard(0):
+        assert torch_accel.current_device() == 0
+    assert torch_accel.current_device() == 1
+
+
+def test_device_guard_restores_on_exception_and_does_not_swallow_it(two_devices):
+    with pytest.raises(KeyError):
+        with torch_accel._DeviceGuard(1):
+            raise KeyError("boom")
+    assert torch_accel.current_device() == 0
+
+
+def test_device_guard_minus_one_is_a_no_op(two_devices):
+    torch_accel.set_device(1)
+    with torch_accel._DeviceGuard(-1):
+        assert torch_accel.current_device() == 1
+        torch_accel.set_device(0)
+    # Nothing was exchanged, so nothing is restored.
+    assert torch_accel.current_device() == 0
+
+
+@pytest.mark.parametrize("bad", ["accel:0", 0.0, None, torch.device("accel:0")])
+def test_device_guard_takes_only_an_int(bad):
+    with pytest.raises(TypeError, match="_DeviceGuard expects an int device index"):
+        torch_accel._DeviceGuard(bad)
+    with pytest.raises(TypeError, match="takes one argument"):
+        torch_accel._DeviceGuard(0, 1)
+    with pytest.raises(TypeError, match="Expected an accel device index"):
+        torch_accel._C._set_device(bad)
+    with pytest.raises(TypeError, match="Expected an accel device index"):
+        torch_accel._C._get_raw_stream(bad)
+
+
+def test_wrapper_set_device_and_raw_stream(two_devices):
+    torch_accel._C._set_device(1)
+    assert torch_accel.current_device() == 1
+    torch_accel._C._set_device(0)
+    streams = [torch_accel.Stream(device=i) for i in (0, 1)]
+    # Each device's current stream, whichever device is current.
+    with torch_accel.stream(streams[1]):
+        assert torch_accel._C._get_raw_stream(1) == streams[1].accel_stream
+        assert torch_accel._C._get_raw_stream(0) == torch_accel.current_stream(0).accel_stream
+    assert torch_accel._C._get_raw_stream(1) == torch_accel.default_stream(1).accel_stream
+    with torch_accel.stream(streams[0]):
+        assert torch_accel._C._get_raw_stream(0) == streams[0].accel_stream
+    assert torch_accel.current_device() == 0
+
+
+def test_wrapper_entry_points_initialise_accel():
+    # The first call of a compiled graph may be the process's first accel call.
+    for call in ("_C._set_device(1)", "_C._get_raw_stream(1)", "_DeviceGuard(1).__enter__()"):
+        proc = run_python(
+            f"""
+            import torch, torch_accel
+            assert not torch_accel.is_initialized()
+            torch_accel.{call}
+            print(torch_accel.is_initialized(), torch_accel.current_device())
+            """,
+            env={"TORCH_ACCEL_RUNTIME": "host", "TORCH_ACCEL_HOST_DEVICES": "2"},
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.split() == ["True", "0" if "stream" in call else "1"]
+
+
 def test_device_of(two_devices):
     x = torch.empty(2, device="accel:1")
     with torch_accel.device_of(x):
@@ -172,6 +259,9 @@ ACCEL_CALLS = {
     "mem_get_info": torch_accel.mem_get_info,
     "get_rng_state": torch_accel.get_rng_state,
     "empty_strided (Inductor)": lambda i: torch_accel._C._empty_strided((2,), (1,), torch.float32, i),
+    "_DeviceGuard (Inductor)": lambda i: torch_accel._DeviceGuard(i).__enter__(),
+    "_set_device (Inductor)": torch_accel._C._set_device,
+    "get_raw_stream (Inductor)": torch_accel._C._get_raw_stream,
 }
 
 

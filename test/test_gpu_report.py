@@ -334,13 +334,16 @@ def test_benchmark_sections_add_to_one_results_file_each_written_at_once(tmp_pat
     proc, report = run_report(tmp_path, str(table), "--deadline", "0", "--bench-args=--quick")
     assert proc.returncode == 0, report
     results = sorted(p.name for p in (tmp_path / "results").iterdir())
-    assert len(results) == 2 and {os.path.splitext(n)[1] for n in results} == {".md", ".json"}
+    # The run's results (one file each) and the history of runs (one entry for the run).
+    assert len(results) == 3 and {os.path.splitext(n)[1] for n in results} == {".md", ".json", ".jsonl"}
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(["report.md", "report.log", *results])
     data = json.loads((tmp_path / "results" / [n for n in results if n.endswith(".json")][0]).read_text())
     assert {"ops", "streams"} <= set(data) and data["machine"]["run_id"]
+    history = (tmp_path / "results" / "history.jsonl").read_text().splitlines()
+    assert len(history) == 1 and "ops" in json.loads(history[0])
     assert "| bench-ops | bench | passed |" in row(report, "bench-ops")
     assert "Eager per-op time" in section_text(report, "bench-ops")  # its table, from its output
-    assert re.search(r"Files written: \S+/results/\S+\.md, \S+/results/\S+\.json\.", section_text(report, "bench-streams"))
+    assert re.search(r"Files written: \S+/results/\S+\.md, \S+/results/\S+\.json, \S+/results/history\.jsonl\.", section_text(report, "bench-streams"))
 
 
 @pytest.mark.parametrize("args, message", [(["--steps", "tests,bench"], "--steps takes"), (["--sections", "nope"], "unknown sections")])

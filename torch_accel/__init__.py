@@ -162,6 +162,13 @@ class device:
         self.idx = _maybe_exchange_device(self.prev_idx)
 
 
+# Context manager that makes accel:index current and restores the previous
+# device on exit; as torch.cuda._DeviceGuard, it takes only an int (-1: no-op)
+# and costs less than ``device``: a C type, which Inductor's generated
+# wrappers enter on every call of a compiled graph.
+_DeviceGuard = _C._DeviceGuard
+
+
 class device_of(device):
     r"""Context manager that makes the device of ``obj`` current; a no-op for non-accel objects.
 

@@ -102,7 +102,13 @@ class AccelWrapperCodegen(_AccelWrapperMixin, PythonWrapperCodegen):
 
 
 class _AccelPythonOps:
-    """The Python snippets of a DeviceOpOverrides, through torch.accel (either runtime)."""
+    """The Python snippets of a DeviceOpOverrides, through torch.accel (either runtime).
+
+    The wrapper runs the guard, set_device and stream snippets on every call
+    of a compiled graph: as cuda's (torch.cuda._DeviceGuard,
+    torch._C._cuda_getCurrentRawStream), they are C functions and a C type
+    of torch_accel._C that take an int, with no Python frame between the
+    wrapper and the runtime."""
 
     def import_get_raw_stream_as(self, name: str) -> str:
         # The raw handle of the accel current stream: on the CUDA runtime the
@@ -110,13 +116,13 @@ class _AccelPythonOps:
         return f"from torch_accel._C import _get_raw_stream as {name}"
 
     def set_device(self, device_idx: int) -> str:
-        return f"torch.accel.set_device({device_idx})"
+        return f"torch.accel._C._set_device({device_idx})"
 
     def synchronize(self) -> str:
         return "torch.accel.synchronize()"
 
     def device_guard(self, device_idx: int) -> str:
-        return f"torch.accel.device({device_idx})"
+        return f"torch.accel._DeviceGuard({device_idx})"
 
 
 class AccelHostDeviceOpOverrides(_AccelPythonOps, CpuDeviceOpOverrides):

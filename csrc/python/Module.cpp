@@ -25,6 +25,8 @@
 #include <torch/csrc/utils/pybind.h>
 #include <torch/csrc/utils/python_numbers.h>
 
+#include <structmember.h>
+
 #include <string>
 #include <tuple>
 #include <vector>
@@ -152,11 +154,156 @@ PyObject* emptyStridedPy(PyObject* /*self*/, PyObject* const* args, Py_ssize_t n
   END_HANDLE_TH_ERRORS
 }
 
+// --- The device entry points of Inductor's generated wrappers ---------------
+//
+// A compiled graph's wrapper guards the device of its kernels, sets it and
+// looks up the stream they launch on at every call. As torch.cuda's
+// (torch.cuda._DeviceGuard over torch._C._cuda_exchangeDevice,
+// torch._C._cuda_getCurrentRawStream), these are plain CPython functions
+// and a CPython type: no pybind11 dispatch, no Python frames. Each
+// initialises accel lazily (torch.accel._lazy_init, as the factory functions
+// do) and checks its index with accel's error.
+
+// An accel device index from a Python int.
+c10::DeviceIndex unpackIndex(PyObject* index) {
+  TORCH_CHECK_TYPE(
+      THPUtils_checkLong(index), "Expected an accel device index (an int), but got ", Py_TYPE(index)->tp_name);
+  return accelDevice(THPUtils_unpackLong(index)).index();
+}
+
+// torch.accel._exchange_device: -1 gives -1 and does nothing; any other
+// index must name an accel device, which becomes current.
+int64_t exchangeDevice(int64_t index) {
+  if (index == -1) {
+    return -1;
+  }
+  torch::utils::device_lazy_init(kAccel);
+  return guard().exchangeDevice(accelDevice(index)).index();
+}
+
+// torch.accel._maybe_exchange_device: as exchangeDevice, without creating a
+// context on the device.
+int64_t maybeExchangeDevice(int64_t index) {
+  if (index == -1) {
+    return -1;
+  }
+  torch::utils::device_lazy_init(kAccel);
+  return at::detail::getPrivateUse1Hooks().maybeExchangeDevice(accelDevice(index).index());
+}
+
+PyObject* exchangeDevicePy(PyObject* /*self*/, PyObject* index) {
+  HANDLE_TH_ERRORS
+  TORCH_CHECK_TYPE(THPUtils_checkLong(index), "_exchange_device expects an int device index");
+  return THPUtils_packInt64(exchangeDevice(THPUtils_unpackLong(index)));
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* maybeExchangeDevicePy(PyObject* /*self*/, PyObject* index) {
+  HANDLE_TH_ERRORS
+  TORCH_CHECK_TYPE(THPUtils_checkLong(index), "_maybe_exchange_device expects an int device index");
+  return THPUtils_packInt64(maybeExchangeDevice(THPUtils_unpackLong(index)));
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* setDevicePy(PyObject* /*self*/, PyObject* index) {
+  HANDLE_TH_ERRORS
+  const c10::DeviceIndex device = unpackIndex(index);
+  torch::utils::device_lazy_init(kAccel);
+  guard().setDevice(c10::Device(kAccel, device));
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
+// The native handle of the current stream of accel:index (on the CUDA
+// runtime, the cudaStream_t of the current CUDA stream: Triton launches on it).
+PyObject* getRawStreamPy(PyObject* /*self*/, PyObject* index) {
+  HANDLE_TH_ERRORS
+  const c10::DeviceIndex device = unpackIndex(index);
+  torch::utils::device_lazy_init(kAccel);
+  const auto& g = guard();
+  return PyLong_FromVoidPtr(g.getStreamNativeHandle(g.getStream(c10::Device(kAccel, device))));
+  END_HANDLE_TH_ERRORS
+}
+
+// torch.accel._DeviceGuard(index): a context manager that makes accel:index
+// current and restores the previous device on exit, as
+// torch.cuda._DeviceGuard. Unlike torch.accel.device it takes only an int
+// (-1: no-op), and it costs no Python frame.
+struct DeviceGuardObject {
+  PyObject_HEAD int64_t index;
+  int64_t previous;
+};
+
+PyObject* deviceGuardNew(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  HANDLE_TH_ERRORS
+  TORCH_CHECK_TYPE(
+      PyTuple_GET_SIZE(args) == 1 && (kwargs == nullptr || PyDict_GET_SIZE(kwargs) == 0),
+      "_DeviceGuard takes one argument, the device index");
+  PyObject* index = PyTuple_GET_ITEM(args, 0);
+  TORCH_CHECK_TYPE(
+      THPUtils_checkLong(index), "_DeviceGuard expects an int device index, but got ", Py_TYPE(index)->tp_name);
+  const int64_t value = THPUtils_unpackLong(index);
+  PyObject* self = type->tp_alloc(type, 0);
+  if (self == nullptr) {
+    return nullptr;
+  }
+  auto* guard_object = reinterpret_cast<DeviceGuardObject*>(self);
+  guard_object->index = value;
+  guard_object->previous = -1;
+  return self;
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* deviceGuardEnter(PyObject* self, PyObject* /*unused*/) {
+  HANDLE_TH_ERRORS
+  auto* guard_object = reinterpret_cast<DeviceGuardObject*>(self);
+  guard_object->previous = exchangeDevice(guard_object->index);
+  Py_RETURN_NONE;
+  END_HANDLE_TH_ERRORS
+}
+
+PyObject* deviceGuardExit(PyObject* self, PyObject* const* /*args*/, Py_ssize_t /*nargs*/) {
+  HANDLE_TH_ERRORS
+  auto* guard_object = reinterpret_cast<DeviceGuardObject*>(self);
+  guard_object->index = maybeExchangeDevice(guard_object->previous);
+  Py_RETURN_FALSE;
+  END_HANDLE_TH_ERRORS
+}
+
+PyMethodDef deviceGuardMethods[] = {
+    {"__enter__", deviceGuardEnter, METH_NOARGS, nullptr},
+    {"__exit__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&deviceGuardExit)), METH_FASTCALL, nullptr},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyMemberDef deviceGuardMembers[] = {
+    {"idx", T_LONGLONG, offsetof(DeviceGuardObject, index), READONLY, nullptr},
+    {"prev_idx", T_LONGLONG, offsetof(DeviceGuardObject, previous), READONLY, nullptr},
+    {nullptr, 0, 0, 0, nullptr},
+};
+
+PyTypeObject deviceGuardType = [] {
+  PyTypeObject type{PyVarObject_HEAD_INIT(nullptr, 0)};
+  type.tp_name = "torch_accel._C._DeviceGuard";
+  type.tp_basicsize = sizeof(DeviceGuardObject);
+  type.tp_flags = Py_TPFLAGS_DEFAULT;
+  type.tp_doc = "Context manager that makes accel:index current and restores the previous device (an int; -1: no-op)";
+  type.tp_new = deviceGuardNew;
+  type.tp_methods = deviceGuardMethods;
+  type.tp_members = deviceGuardMembers;
+  return type;
+}();
+
+template <class Function> PyCFunction cFunction(Function function) {
+  return reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(function));
+}
+
 PyMethodDef rawMethods[] = {
-    {"_empty_strided",
-     reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&emptyStridedPy)),
-     METH_FASTCALL,
-     nullptr},
+    {"_empty_strided", cFunction(&emptyStridedPy), METH_FASTCALL, nullptr},
+    {"_exchange_device", exchangeDevicePy, METH_O, nullptr},
+    {"_maybe_exchange_device", maybeExchangeDevicePy, METH_O, nullptr},
+    {"_set_device", setDevicePy, METH_O, nullptr},
+    {"_get_raw_stream", getRawStreamPy, METH_O, nullptr},
     {nullptr, nullptr, 0, nullptr},
 };
 
@@ -191,11 +338,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_device_count", [] { return guard().deviceCount(); });
   m.def("_get_device", [] { return guard().getDevice().index(); });
   m.def("_check_device_index", [](int64_t device) { checkDeviceIndex(device); });
-  m.def("_set_device", [](int64_t device) { guard().setDevice(accelDevice(device)); });
-  m.def("_exchange_device", [](int64_t device) { return guard().exchangeDevice(accelDevice(device)).index(); });
-  m.def("_maybe_exchange_device", [](int64_t device) {
-    return at::detail::getPrivateUse1Hooks().maybeExchangeDevice(accelDevice(device).index());
-  });
+  // _set_device, _exchange_device, _maybe_exchange_device: rawMethods below.
   m.def("_synchronize", [](int64_t device) {
     const auto index = accelDevice(device).index();
     py::gil_scoped_release no_gil;
@@ -232,9 +375,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_exchange_stream", [](int64_t stream_id, int64_t device_index, int64_t device_type) {
     return pack(guard().exchangeStream(unpack(stream_id, device_index, device_type)));
   });
-  m.def("_get_raw_stream", [](int64_t device) {
-    return reinterpret_cast<intptr_t>(guard().getStreamNativeHandle(guard().getStream(accelDevice(device))));
-  });
+  // _get_raw_stream: rawMethods below.
   m.def("_get_stream_handle", [](int64_t stream_id, int64_t device_index, int64_t device_type) {
     return reinterpret_cast<intptr_t>(guard().getStreamNativeHandle(unpack(stream_id, device_index, device_type)));
   });
@@ -275,8 +416,14 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("_alias_fallback_calls", [] { return targetCallCount(); });
 
-  // Allocation for Inductor's generated code (plain CPython: no pybind11 overhead).
-  if (PyModule_AddFunctions(m.ptr(), rawMethods) != 0) {
+  // What Inductor's generated code calls on every graph call (allocation,
+  // device guards, streams): plain CPython, no pybind11 overhead.
+  if (PyModule_AddFunctions(m.ptr(), rawMethods) != 0 || PyType_Ready(&deviceGuardType) != 0) {
+    throw py::error_already_set();
+  }
+  Py_INCREF(&deviceGuardType);
+  if (PyModule_AddObject(m.ptr(), "_DeviceGuard", reinterpret_cast<PyObject*>(&deviceGuardType)) != 0) {
+    Py_DECREF(&deviceGuardType);
     throw py::error_already_set();
   }
 
