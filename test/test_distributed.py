@@ -290,6 +290,29 @@ def test_init_process_group_without_backend_takes_accels_backend(store_path):
     assert dist.group.WORLD._get_backend_name() == "custom"
 
 
+def test_init_device_mesh_takes_accels_backend(monkeypatch):
+    # init_device_mesh calls init_process_group() itself (env:// rendezvous).
+    import socket
+
+    from torch.distributed.device_mesh import init_device_mesh
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for name, value in {"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}.items():
+        monkeypatch.setenv(name, value)
+    try:
+        mesh = init_device_mesh("accel", (1,))
+        assert dist.get_backend() == "accel"
+        assert mesh.device_type == "accel"
+        x = torch.ones(2, device="accel")
+        dist.all_reduce(x, group=mesh.get_group())
+        assert torch.equal(x.cpu(), torch.ones(2))
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
 def test_engine_name_for_the_accel_device_means_accels_backend(store_path, target):
     engine = _distributed.engine_name()
     init_one_rank(store_path, f"cpu:gloo,accel:{engine}")

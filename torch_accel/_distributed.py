@@ -151,8 +151,8 @@ def _adapt_backend_selection() -> None:
       whose default backend is Gloo's type (NCCL's where NCCL serves it),
       which an accel-only group lacks: DDP then fails ("Could not find
       backend type ... gloo") and ``get_backend()`` says "undefined". For
-      accel it takes the default backend in both cases, as cuda's NCCL is
-      found in both.
+      accel the group gets the default backend in both cases, as cuda's gets
+      NCCL in both.
     - ``"cpu:gloo,accel:nccl"`` (``accel:gloo`` on the host runtime): the
       engine's name for the accel device means accel's backend, which runs
       that engine; torch would hand accel tensors to the engine itself.
@@ -173,24 +173,25 @@ def _adapt_backend_selection() -> None:
     distributed_c10d.BackendConfig.__init__ = backend_config_init
     distributed_c10d.BackendConfig._accel_adapted = True
 
-    init_process_group = distributed_c10d.init_process_group
-    signature = inspect.signature(init_process_group)
+    # Every group is made by _new_process_group_helper, looked up as a module
+    # global: init_process_group(), new_group() and init_device_mesh() (which
+    # imported init_process_group itself before torch_accel loaded) all pass here.
+    new_group_helper = distributed_c10d._new_process_group_helper
+    signature = inspect.signature(new_group_helper)
 
-    @functools.wraps(init_process_group)
-    def init_process_group_with_accel_default(*args: Any, **kwargs: Any) -> None:
+    @functools.wraps(new_group_helper)
+    def new_group_helper_with_accel_default(*args: Any, **kwargs: Any) -> Any:
         bound = signature.bind(*args, **kwargs)
         arguments = bound.arguments
         if (
-            arguments.get("backend") is None
-            and arguments.get("device_id") is None
+            str(arguments["backend"]) == Backend.UNDEFINED
             and torch._C._get_accelerator().type == DEVICE_TYPE
+            and DEVICE_TYPE in Backend.default_device_backend_map
         ):
-            arguments["backend"] = Backend.default_device_backend_map[DEVICE_TYPE]
-        return init_process_group(*bound.args, **bound.kwargs)
+            arguments["backend"] = Backend(Backend.default_device_backend_map[DEVICE_TYPE])
+        return new_group_helper(*bound.args, **bound.kwargs)
 
-    distributed_c10d.init_process_group = init_process_group_with_accel_default
-    if torch.distributed.init_process_group is init_process_group:
-        torch.distributed.init_process_group = init_process_group_with_accel_default
+    distributed_c10d._new_process_group_helper = new_group_helper_with_accel_default
 
 
 def register_backend() -> None:
