@@ -15,6 +15,7 @@ seconds each), so the tests share children where they can.
 import multiprocessing.reduction
 import os
 import sys
+import warnings
 
 import pytest
 import torch
@@ -205,3 +206,25 @@ def test_dataloader_workers_return_accel_tensors():
         assert values.device == torch.device("accel:0")
         assert torch.equal(indices, torch.tensor([2 * i, 2 * i + 1]))
         assert torch.equal(values.cpu(), indices.to(torch.float32)[:, None].expand(2, 3))
+
+
+# --- Pinned memory in data loading ---------------------------------------------------
+
+
+@pytest.mark.parametrize("device_argument", [{}, {"pin_memory_device": "accel"}])
+def test_dataloader_pins_batches_in_accels_pinned_memory(device_argument):
+    # DataLoader pins through the current accelerator (torch.accelerator), as
+    # for cuda; torch 2.11 deprecates pin_memory_device and uses the
+    # accelerator either way. is_pinned() asks accel's pinned allocator.
+    dataset = torch.utils.data.TensorDataset(torch.arange(12.0).view(6, 2))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "pin_memory_device is deprecated")
+        loader = torch.utils.data.DataLoader(dataset, batch_size=3, pin_memory=True, **device_argument)
+        batches = [batch for (batch,) in loader]
+    assert len(batches) == 2
+    for i, batch in enumerate(batches):
+        assert batch.device == torch.device("cpu") and batch.is_pinned()
+        moved = batch.to("accel", non_blocking=True)
+        torch.accel.current_stream().synchronize()
+        assert moved.device == torch.device("accel:0")
+        assert torch.equal(moved.cpu(), torch.arange(6.0 * i, 6.0 * i + 6).view(3, 2))
