@@ -280,6 +280,57 @@ def test_init_process_group_without_backend_is_accel_only(store_path):
     assert dist.distributed_c10d._device_capability() == ["accel"]
 
 
+def test_init_process_group_without_backend_takes_accels_backend(store_path):
+    # As with device_id=accel:N (torch's own rule), and as cuda gets NCCL:
+    # the group's default backend is accel's (DDP and others ask for it).
+    init_one_rank(store_path)
+    assert dist.get_backend() == "accel"
+    # The group's default backend type is accel's (CUSTOM, as for every
+    # out-of-tree backend), not Gloo's, which this accel-only group lacks.
+    assert dist.group.WORLD._get_backend_name() == "custom"
+
+
+def test_init_device_mesh_takes_accels_backend(monkeypatch):
+    # init_device_mesh calls init_process_group() itself (env:// rendezvous).
+    import socket
+
+    from torch.distributed.device_mesh import init_device_mesh
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for name, value in {"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}.items():
+        monkeypatch.setenv(name, value)
+    try:
+        mesh = init_device_mesh("accel", (1,))
+        assert dist.get_backend() == "accel"
+        assert mesh.device_type == "accel"
+        x = torch.ones(2, device="accel")
+        dist.all_reduce(x, group=mesh.get_group())
+        assert torch.equal(x.cpu(), torch.ones(2))
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def test_engine_name_for_the_accel_device_means_accels_backend(store_path, target):
+    engine = _distributed.engine_name()
+    init_one_rank(store_path, f"cpu:gloo,accel:{engine}")
+    assert dist.get_backend_config() == "cpu:gloo,accel:accel"
+    assert accel_engine().name() == dist.Backend.default_device_backend_map[target]
+    x = torch.arange(3.0, device="accel")
+    dist.all_reduce(x)
+    assert torch.equal(x.cpu(), torch.arange(3.0))
+
+
+def test_other_engine_for_the_accel_device_raises(store_path):
+    engine = _distributed.engine_name()
+    other = {"gloo": "nccl", "nccl": "gloo"}[engine]
+    with pytest.raises(ValueError, match=f"accel's collectives run on '{engine}' on this runtime .*not '{other}'"):
+        init_one_rank(store_path, f"cpu:gloo,accel:{other}")
+    assert not dist.is_initialized()
+
+
 def test_init_process_group_with_device_id(store_path):
     init_one_rank(store_path, "accel", device_id=torch.device("accel", 0))
     x = torch.ones(3, device="accel")
@@ -407,3 +458,68 @@ def test_import_registers_without_new_imports():
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["[]", "True"]
+
+
+# --- Programs as users write them: default backend, DDP, FSDP2, exit ----------
+
+
+def run_program(tmp_path, destroy: bool, *backend: str) -> list[dict]:
+    """Every rank of test/_distributed_exit_worker.py; each must exit 0, with
+    no abort message, whether or not it destroyed its process group."""
+    script = os.path.join(HERE, "_distributed_exit_worker.py")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(HERE), os.environ.get("PYTHONPATH", "")]))
+    size = world_size()
+    store = tmp_path / "store"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, script, str(rank), str(size), str(store), str(tmp_path / f"rank{rank}.pt"), str(int(destroy)), *backend],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for rank in range(size)
+    ]
+    outputs = []
+    try:
+        for proc in procs:
+            outputs.append(proc.communicate(timeout=RUN_TIMEOUT_S)[0])
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    for rank, (proc, output) in enumerate(zip(procs, outputs)):
+        assert proc.returncode == 0, f"rank {rank} exited with {proc.returncode}:\n{output[-6000:]}"
+        assert "terminate called" not in output, output[-6000:]
+    return [torch.load(tmp_path / f"rank{rank}.pt") for rank in range(size)]
+
+
+def check_training(ranks: list[dict]) -> None:
+    for results in ranks:
+        assert len(results["ddp"]) == 2 and len(results["fsdp"]) == 2
+        # Every rank ends with the same full FSDP parameters.
+        for a, b in zip(results["fsdp_params"], ranks[0]["fsdp_params"], strict=True):
+            assert torch.equal(a, b)
+
+
+def test_default_backend_program_exits_cleanly_without_destroy(tmp_path):
+    # init_process_group() without a backend: accel's (as cuda's NCCL), named
+    # by get_backend(); DDP and FSDP2 run on it; the process exits 0 although
+    # it never destroyed its group.
+    ranks = run_program(tmp_path, False)
+    for results in ranks:
+        assert results["backend"] == "accel"
+        assert results["config"] == "accel:accel"
+    check_training(ranks)
+
+
+def test_engine_named_for_accel_program_exits_cleanly_after_destroy(tmp_path):
+    # "cpu:gloo,accel:<engine>" (accel:nccl on the CUDA runtime, accel:gloo
+    # on the host runtime) takes accel's backend for accel tensors.
+    engine = _distributed.engine_name()
+    ranks = run_program(tmp_path, True, f"cpu:gloo,accel:{engine}")
+    for results in ranks:
+        assert results["backend"] == f"cpu:gloo,accel:{engine}"
+        assert results["config"] == "cpu:gloo,accel:accel"
+    check_training(ranks)

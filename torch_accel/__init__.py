@@ -287,6 +287,7 @@ def _register() -> None:
     from ._inductor_patches import apply_fake_tensor_patches
     from ._inductor_registration import prepare_triton_interpreter, register_if_inductor_loaded
     from ._profiler_patches import apply_profiler_patches
+    from .multiprocessing import init_reductions as register_multiprocessing_reductions
 
     # FakeTensor is loaded with torch: adapting it costs nothing here, and
     # every tracer (Dynamo, AOTAutograd, Inductor, export) then sees it.
@@ -297,6 +298,8 @@ def _register() -> None:
     register_when_dynamo_loads()
     register_if_inductor_loaded()
     register_c10d_backend()
+    # torch.multiprocessing is loaded with torch, its reductions registered.
+    register_multiprocessing_reductions()
 
 
 _register()

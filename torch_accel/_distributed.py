@@ -16,6 +16,8 @@ torch.distributed.distributed_c10d is already loaded by ``import torch`` (in
 torch 2.11), so registering costs no imports.
 """
 
+import functools
+import inspect
 import os
 from datetime import timedelta
 from typing import Any, Callable
@@ -129,6 +131,69 @@ def _new_backend(options: Any, backend_options: Any) -> Any:
     return _C._c10d_accel_backend(engine)
 
 
+def _accel_backend_named(name: str) -> str:
+    r"""accel's backend for a ``device:backend`` entry ``accel:<name>``, where name is an engine's."""
+    engine = engine_name()
+    if name != engine:
+        raise ValueError(
+            f"accel's collectives run on {engine!r} on this runtime ({_C._runtime_name()}), not {name!r}: "
+            f"name accel:{engine} or accel:{BACKEND_NAME} in the backend string"
+        )
+    return BACKEND_NAME
+
+
+def _adapt_backend_selection() -> None:
+    r"""Where torch 2.11 picks backends by name, make it pick accel's.
+
+    - ``init_process_group()`` without a backend: torch takes the
+      accelerator's default backend (``default_device_backend_map``) only
+      when ``device_id`` is given; without it, it makes an "undefined" group
+      whose default backend is Gloo's type (NCCL's where NCCL serves it),
+      which an accel-only group lacks: DDP then fails ("Could not find
+      backend type ... gloo") and ``get_backend()`` says "undefined". For
+      accel the group gets the default backend in both cases, as cuda's gets
+      NCCL in both.
+    - ``"cpu:gloo,accel:nccl"`` (``accel:gloo`` on the host runtime): the
+      engine's name for the accel device means accel's backend, which runs
+      that engine; torch would hand accel tensors to the engine itself.
+    """
+    from torch.distributed import Backend, distributed_c10d
+
+    if getattr(distributed_c10d.BackendConfig, "_accel_adapted", False):
+        return
+    config_init = distributed_c10d.BackendConfig.__init__
+
+    @functools.wraps(config_init)
+    def backend_config_init(self: Any, backend: Any) -> None:
+        config_init(self, backend)
+        name = self.device_backend_map.get(DEVICE_TYPE)
+        if name is not None and name in _ENGINES:
+            self.device_backend_map[DEVICE_TYPE] = Backend(_accel_backend_named(name))
+
+    distributed_c10d.BackendConfig.__init__ = backend_config_init
+    distributed_c10d.BackendConfig._accel_adapted = True
+
+    # Every group is made by _new_process_group_helper, looked up as a module
+    # global: init_process_group(), new_group() and init_device_mesh() (which
+    # imported init_process_group itself before torch_accel loaded) all pass here.
+    new_group_helper = distributed_c10d._new_process_group_helper
+    signature = inspect.signature(new_group_helper)
+
+    @functools.wraps(new_group_helper)
+    def new_group_helper_with_accel_default(*args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(*args, **kwargs)
+        arguments = bound.arguments
+        if (
+            str(arguments["backend"]) == Backend.UNDEFINED
+            and torch._C._get_accelerator().type == DEVICE_TYPE
+            and DEVICE_TYPE in Backend.default_device_backend_map
+        ):
+            arguments["backend"] = Backend(Backend.default_device_backend_map[DEVICE_TYPE])
+        return new_group_helper(*bound.args, **bound.kwargs)
+
+    distributed_c10d._new_process_group_helper = new_group_helper_with_accel_default
+
+
 def register_backend() -> None:
     r"""Registers accel's c10d backend with torch.distributed (once; a no-op without torch.distributed)."""
     if not torch.distributed.is_available() or not hasattr(_C, "_c10d_accel_backend"):
@@ -138,3 +203,4 @@ def register_backend() -> None:
     if BACKEND_NAME.upper() in Backend._plugins:
         return
     Backend.register_backend(BACKEND_NAME, _new_backend, extended_api=True, devices=[DEVICE_TYPE])
+    _adapt_backend_selection()

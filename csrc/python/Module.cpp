@@ -10,6 +10,7 @@
 #ifdef TORCH_ACCEL_WITH_DISTRIBUTED
 #include <csrc/python/Distributed.h>
 #endif
+#include <csrc/python/Multiprocessing.h>
 #include <csrc/runtime/AccelGenerator.h>
 #include <csrc/runtime/Runtime.h>
 
@@ -430,6 +431,7 @@ PYBIND11_MODULE(_C, m) {
 #ifdef TORCH_ACCEL_WITH_DISTRIBUTED
   initDistributedBindings(m);
 #endif
+  initMultiprocessingBindings(m);
 
   // Random number generators.
   m.def("_default_generator", [](int64_t device) {

@@ -20,6 +20,7 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/Device.h>
+#include <c10/core/StorageImpl.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/macros/Macros.h>
 
@@ -49,6 +50,17 @@ struct DeviceProperties {
   uint64_t shared_memory_per_multiprocessor = 0;
   uint64_t l2_cache_size = 0;
   std::string uuid;
+};
+
+// What another process needs to map the memory of a shared accel storage
+// (torch.multiprocessing). `fd` is a file descriptor of the memory, which
+// torch.multiprocessing passes between processes as it passes CPU storages'
+// ones (-1 where the runtime needs none); `handle` holds the runtime's own
+// bytes (empty where it needs none); `nbytes` is the storage's size.
+struct SharedStorageHandle {
+  int fd = -1;
+  std::string handle;
+  uint64_t nbytes = 0;
 };
 
 class Runtime : public c10::impl::DeviceGuardImplInterface {
@@ -102,6 +114,20 @@ public:
   // of the target's default generators yet produce the same numbers for the
   // same seed.
   virtual at::Generator newTargetGenerator(c10::DeviceIndex device) const = 0;
+
+  // --- Sharing memory between processes (torch.multiprocessing) ----------
+
+  // Makes the memory of `storage` (accel, not empty) mappable by other
+  // processes and returns what they need to map it. The runtime may move the
+  // storage's bytes into such memory first: the storage, and every tensor
+  // over it, keeps its contents and afterwards sees the shared memory.
+  virtual SharedStorageHandle shareStorage(c10::StorageImpl& storage) const = 0;
+
+  // Maps memory that another process shared with shareStorage(), as memory
+  // of accel:`device`; the DataPtr keeps it mapped. Writes through it are
+  // visible to every process that maps it, and the memory lives as long as
+  // any of them holds it.
+  virtual c10::DataPtr openSharedStorage(const SharedStorageHandle& handle, c10::DeviceIndex device) const = 0;
 
   // --- For the alias fallback (csrc/aten/AliasFallback.cpp) ---------------
 

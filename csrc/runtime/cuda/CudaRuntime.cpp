@@ -268,6 +268,23 @@ public:
     return at::cuda::detail::createCUDAGenerator(device);
   }
 
+  // Not yet: CUDA IPC handles of the caching allocator's blocks, with
+  // torch.multiprocessing's reference counting for cuda storages, would do it.
+  // Until then the sending process gets this error rather than a receiver
+  // that waits for memory it can never map.
+  SharedStorageHandle shareStorage(c10::StorageImpl& /*storage*/) const override {
+    TORCH_CHECK(
+        false,
+        "Sharing accel tensors between processes (torch.multiprocessing) is not supported on accel's "
+        "CUDA runtime yet: copy the tensor to the CPU (tensor.cpu()) before sending it");
+  }
+
+  c10::DataPtr openSharedStorage(const SharedStorageHandle& /*handle*/, c10::DeviceIndex /*device*/) const override {
+    TORCH_CHECK(
+        false,
+        "Sharing accel tensors between processes (torch.multiprocessing) is not supported on accel's CUDA runtime yet");
+  }
+
   bool exchangeTargetAllocationsAreAccel(bool /*enabled*/) const noexcept override {
     return true; // every CUDA caching allocator block can become accel memory
   }

@@ -13,6 +13,7 @@
 #include <csrc/runtime/host/AccelrtCheck.h>
 #include <csrc/runtime/host/HostAllocator.h>
 #include <csrc/runtime/host/HostPinnedAllocator.h>
+#include <csrc/runtime/host/HostSharedMemory.h>
 #include <csrc/runtime/host/HostTargetAllocator.h>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -322,6 +323,14 @@ public:
 
   at::Generator newTargetGenerator(c10::DeviceIndex /*device*/) const override {
     return at::make_generator<at::CPUGeneratorImpl>();
+  }
+
+  SharedStorageHandle shareStorage(c10::StorageImpl& storage) const override {
+    return shareHostStorage(storage);
+  }
+
+  c10::DataPtr openSharedStorage(const SharedStorageHandle& handle, c10::DeviceIndex device) const override {
+    return openHostSharedStorage(handle, device);
   }
 
   bool exchangeTargetAllocationsAreAccel(bool enabled) const noexcept override {

@@ -1,0 +1,64 @@
+// torch_accel._C's entry points for sharing accel storages between processes
+// (torch_accel/multiprocessing.py). The runtime decides how memory is shared
+// (Runtime::shareStorage); these only move storages and handles across the
+// Python boundary.
+
+#include <csrc/python/Multiprocessing.h>
+#include <csrc/runtime/Runtime.h>
+
+#include <c10/core/StorageImpl.h>
+#include <torch/csrc/Storage.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <string>
+#include <tuple>
+
+namespace torch_accel {
+namespace {
+
+namespace py = pybind11;
+
+constexpr auto kAccel = c10::DeviceType::PrivateUse1;
+
+const c10::Storage& accelStorage(py::handle obj) {
+  TORCH_CHECK_TYPE(THPStorage_Check(obj.ptr()), "expected a torch.UntypedStorage, got ", Py_TYPE(obj.ptr())->tp_name);
+  const c10::Storage& storage = THPStorage_Unpack(obj.ptr());
+  TORCH_CHECK(storage.device_type() == kAccel, "expected an accel storage, got a storage on ", storage.device().str());
+  return storage;
+}
+
+} // namespace
+
+void initMultiprocessingBindings(py::module& m) {
+  // (fd, runtime handle bytes, nbytes) of a non-empty accel storage, whose
+  // memory the runtime may first move into memory other processes can map.
+  m.def("_share_storage", [](py::handle obj) {
+    checkNotInBadFork();
+    const c10::Storage& storage = accelStorage(obj);
+    SharedStorageHandle handle;
+    {
+      py::gil_scoped_release no_gil;
+      handle = runtime().shareStorage(*storage.unsafeGetStorageImpl());
+    }
+    return std::make_tuple(handle.fd, py::bytes(handle.handle), handle.nbytes);
+  });
+
+  // A new accel storage over memory another process shared (the tuple
+  // _share_storage returned there, its fd received here), on accel:`device`.
+  // Like cuda's shared storages, it cannot be resized.
+  m.def("_open_shared_storage", [](int fd, const py::bytes& runtime_handle, uint64_t nbytes, int64_t device) {
+    checkNotInBadFork();
+    checkDeviceIndex(device);
+    const SharedStorageHandle handle{fd, std::string(runtime_handle), nbytes};
+    c10::DataPtr memory = runtime().openSharedStorage(handle, static_cast<c10::DeviceIndex>(device));
+    c10::Storage storage(c10::make_intrusive<c10::StorageImpl>(
+        c10::StorageImpl::use_byte_size_t(),
+        static_cast<size_t>(nbytes),
+        std::move(memory),
+        /*allocator=*/nullptr,
+        /*resizable=*/false));
+    return py::reinterpret_steal<py::object>(THPStorage_Wrap(std::move(storage)));
+  });
+}
+
+} // namespace torch_accel

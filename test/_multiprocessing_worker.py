@@ -1,0 +1,50 @@
+"""What the processes of test/test_multiprocessing.py run (spawned children
+import it by name: test functions would pull pytest into every child)."""
+
+import os
+
+import torch
+
+
+def add_in_place(tensor, value, done):
+    """Process argument: adds `value` to the sender's tensor, in place."""
+    tensor.add_(value)
+    done.put(("added", str(tensor.device), tensor.cpu()))
+
+
+def serve(requests, replies):
+    """Answers requests from the parent until it sends None."""
+    while True:
+        request = requests.get(timeout=60)
+        if request is None:
+            return
+        what, payload = request
+        if what == "echo":
+            # The received tensor: where it lives and what it holds, then the
+            # tensor itself back (the parent checks it is its own storage).
+            replies.put((str(payload.device), payload.cpu(), payload))
+        elif what == "add":
+            tensor, value = payload
+            tensor.add_(value)
+            replies.put("added")
+        elif what == "produce":
+            # A tensor made here: the parent keeps it after this process frees it.
+            device, values = payload
+            produced = values.to(device)
+            replies.put(produced)
+            assert requests.get(timeout=60) == "taken"
+            del produced
+            replies.put("freed")
+        elif what == "exit":
+            # Dies holding the tensor it received, without a clean exit.
+            os._exit(3)
+
+
+class AccelDataset(torch.utils.data.Dataset):
+    """Items made on accel in the DataLoader's workers."""
+
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, index):
+        return torch.full((3,), float(index), device="accel"), index
