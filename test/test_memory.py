@@ -468,6 +468,30 @@ def test_out_of_memory_observer_sees_the_failing_allocation():
     assert proc.stdout.strip() == "ok"
 
 
+def test_an_observer_error_does_not_replace_the_out_of_memory_error():
+    proc = run_python(
+        """
+        import warnings, torch, torch_accel
+        def observer(device, alloc, device_total, device_free):
+            raise KeyError("observer failed")
+        torch_accel.memory.attach_out_of_memory_observer(observer)
+        total = torch_accel.mem_get_info()[1]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                torch.empty(total * 2, dtype=torch.uint8, device="accel")
+            except torch.OutOfMemoryError:
+                pass
+        assert any("observer failed" in str(w.message) for w in caught), [str(w.message) for w in caught]
+        assert torch.ones(3, device="accel").sum().item() == 3
+        print("ok")
+        """,
+        env={"TORCH_ACCEL_HOST_MEMORY_MB": "64"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "ok"
+
+
 def test_out_of_memory_observer_must_be_callable():
     with pytest.raises(TypeError, match="expects a callable"):
         torch_accel.memory.attach_out_of_memory_observer(42)

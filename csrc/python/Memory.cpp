@@ -289,8 +289,14 @@ void initMemoryBindings(py::module& m) {
     runtime().allocator()->attachOutOfMemoryObserver(
         [callable](int64_t device, size_t allocated, size_t device_total, size_t device_free) {
           py::gil_scoped_acquire gil;
-          py::handle observer_handle(callable);
-          observer_handle(device, allocated, device_total, device_free);
+          try {
+            py::handle observer_handle(callable);
+            observer_handle(device, allocated, device_total, device_free);
+          } catch (py::error_already_set& e) {
+            // The allocation raises OutOfMemoryError whatever an observer
+            // does: an observer's own error is reported, not raised instead.
+            TORCH_WARN("accel: an out-of-memory observer raised ", e.what());
+          }
         });
   });
   m.def("_set_memory_fraction", [](double fraction, int64_t device) {
