@@ -343,7 +343,7 @@ def _snapshot(device: DeviceLike = None, augment_with_fx_traces: bool = False) -
     _lazy_init()
     snapshot = _C._memory_snapshot(True)
     if augment_with_fx_traces:
-        from torch.cuda.memory import _augment_memory_snapshot_stack_traces
+        from torch._utils import _augment_memory_snapshot_stack_traces
 
         snapshot = _augment_memory_snapshot_stack_traces(snapshot)
     return snapshot
