@@ -262,9 +262,10 @@ def test_profiler_synchronizes_accel():
 def test_memory_summary_reports_the_allocator_stats():
     x = torch.empty(1 << 20, dtype=torch.uint8, device="accel")
     summary = torch.accel.memory_summary()
-    assert "accel memory summary, device 0" in summary
-    allocated = next(line for line in summary.splitlines() if line.startswith("Allocated memory"))
-    assert allocated.split()[2:4] == torch_accel.memory._format_count(torch.accel.memory_allocated(), True).split()
+    assert "PyTorch accel memory summary, device ID 0" in summary
+    allocated = next(line for line in summary.splitlines() if line.startswith("| Allocated memory"))
+    current = torch.accel.memory_allocated()
+    assert allocated.split("|")[2].strip() == torch_accel.memory._format_size(current, current).strip()
     del x
 
 

@@ -21,17 +21,21 @@ from ._lazy import DeferredAccelCallError, _is_in_bad_fork, _lazy_call, _lazy_in
 from ._utils import DeviceLike, _get_device_index
 from . import amp, memory, random
 from .memory import (
+    attach_out_of_memory_observer,
     empty_cache,
+    get_per_process_memory_fraction,
     max_memory_allocated,
     max_memory_reserved,
     mem_get_info,
     memory_allocated,
     memory_reserved,
     memory_stats,
+    memory_snapshot,
     memory_stats_as_nested_dict,
     memory_summary,
     reset_accumulated_memory_stats,
     reset_peak_memory_stats,
+    set_per_process_memory_fraction,
 )
 from .random import (
     get_rng_state,

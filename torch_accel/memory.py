@@ -1,12 +1,21 @@
 """accel device memory, with torch.cuda.memory's API.
 
 On the CUDA runtime these are CUDA's caching allocator's figures for the
-device (accel memory is CUDA memory); on the host runtime, accelrt's, which
-has no cache, so reserved equals allocated.
+device (accel memory is CUDA memory); on the host runtime, those of accel's
+own allocator over accelrt, which caches nothing, so reserved equals
+allocated and every allocation is a segment of its own.
+
+Snapshots (:func:`_snapshot`, :func:`_dump_snapshot`) have the format of
+``torch.cuda.memory._snapshot()``, so PyTorch's memory visualiser
+(``torch.cuda._memory_viz``, https://pytorch.org/memory_viz) reads them.
 """
 
 import collections
-from typing import Any
+import pickle
+import sys
+from collections.abc import Callable
+from inspect import signature
+from typing import Any, Literal
 
 import torch
 
@@ -15,7 +24,9 @@ from ._lazy import _lazy_init, is_initialized
 from ._utils import DeviceLike, _get_device_index
 
 __all__ = [
+    "attach_out_of_memory_observer",
     "empty_cache",
+    "get_per_process_memory_fraction",
     "max_memory_allocated",
     "max_memory_reserved",
     "mem_get_info",
@@ -23,9 +34,11 @@ __all__ = [
     "memory_reserved",
     "memory_stats",
     "memory_stats_as_nested_dict",
+    "memory_snapshot",
     "memory_summary",
     "reset_accumulated_memory_stats",
     "reset_peak_memory_stats",
+    "set_per_process_memory_fraction",
 ]
 
 
@@ -108,57 +121,296 @@ def mem_get_info(device: DeviceLike = None) -> tuple[int, int]:
     return tuple(_C._mem_get_info(_get_device_index(device, optional=True)))
 
 
-# memory_summary's rows: (title, memory_stats key, counts bytes).
-_SUMMARY_ROWS = (
-    ("Allocated memory", "allocated_bytes", True),
-    ("Active memory", "active_bytes", True),
-    ("Requested memory", "requested_bytes", True),
-    ("Reserved memory", "reserved_bytes", True),
-    ("Non-releasable memory", "inactive_split_bytes", True),
-    ("Allocations", "allocation", False),
-    ("Active allocs", "active", False),
-    ("Reserved segments", "segment", False),
-    ("Non-releasable allocs", "inactive_split", False),
+def set_per_process_memory_fraction(fraction: float, device: DeviceLike = None) -> None:
+    r"""Set the fraction of an accel device's total memory this process may allocate.
+
+    As torch.cuda.set_per_process_memory_fraction: an allocation that would
+    take the allocator's reserved memory on the device beyond
+    ``fraction * total memory`` raises :class:`torch.OutOfMemoryError`.
+
+    Args:
+        fraction (float): 0 to 1.
+        device (torch.device or int, optional): the device; the current one if ``None``.
+    """
+    _lazy_init()
+    index = _get_device_index(device, optional=True)
+    if not isinstance(fraction, float):
+        raise TypeError("Invalid type for fraction argument, must be `float`")
+    if fraction < 0 or fraction > 1:
+        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
+    _C._set_memory_fraction(fraction, index)
+
+
+def get_per_process_memory_fraction(device: DeviceLike = None) -> float:
+    r"""Return the fraction of an accel device's memory this process may allocate (1.0 unless set)."""
+    _lazy_init()
+    return _C._get_memory_fraction(_get_device_index(device, optional=True))
+
+
+def _format_size(size: int, scale: float) -> str:
+    # memory_summary's byte cells: the unit is chosen from the row's first
+    # column (`scale`), as torch.cuda's table does.
+    units = ["B  ", "KiB", "MiB", "GiB", "TiB", "PiB"]
+    unit = 0
+    while unit + 1 < len(units) and scale >= 768 * 1024:
+        size //= 1024
+        scale /= 1024
+        unit += 1
+    return f"{size:6d} {units[unit]}"
+
+
+def _format_count(count: int, scale: float) -> str:
+    units = [" ", "K", "M"]
+    unit = 0
+    while unit + 1 < len(units) and scale >= 750 * 1000:
+        count //= 1000
+        scale /= 1000
+        unit += 1
+    return f"{count:7d} {units[unit]} "
+
+
+# memory_summary's sections: (memory_stats key, title, formatter).
+_SUMMARY_METRICS = (
+    ("allocated_bytes", "Allocated memory", _format_size),
+    ("active_bytes", "Active memory", _format_size),
+    ("requested_bytes", "Requested memory", _format_size),
+    ("reserved_bytes", "Reserved memory", _format_size),
+    ("inactive_split_bytes", "Non-releasable memory", _format_size),
+    ("allocation", "Allocations", _format_count),
+    ("active", "Active allocs", _format_count),
+    ("segment", "Reserved segments", _format_count),
+    ("inactive_split", "Non-releasable allocs", _format_count),
+)
+_SUMMARY_OVERSIZE = (
+    ("oversize_allocations", "Oversize allocations"),
+    ("oversize_segments", "Oversize segments"),
 )
 
 
-def _format_count(value: int, is_bytes: bool) -> str:
-    if not is_bytes:
-        return str(value)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{value} {unit}" if unit == "B" else f"{value:.2f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
-
-
 def memory_summary(device: DeviceLike = None, abbreviated: bool = False) -> str:
-    r"""Return a human-readable table of the accel memory allocator's statistics for a given device.
+    r"""Return a human-readable printout of the accel memory allocator's statistics for a given device.
 
-    As torch.cuda.memory_summary: for each statistic of :func:`memory_stats`,
-    its current value, its peak, and the totals allocated and freed; unless
-    ``abbreviated``, also split into the large and small pools. Useful to
-    print during training or when out of memory (FSDP logs it).
+    torch.cuda.memory_summary's table: for each statistic of
+    :func:`memory_stats`, its current value, peak, and totals allocated and
+    freed, split into the large and small pools unless ``abbreviated``.
+    Useful to print during training or when out of memory (FSDP logs it).
+
+    Args:
+        device (torch.device or int, optional): the device; the current one if ``None``.
+        abbreviated (bool, optional): whether to leave out the pool rows.
     """
     index = _get_device_index(device, optional=True)
     stats = memory_stats(index)
-    pools = ("all",) if abbreviated else ("all", "large_pool", "small_pool")
+
+    def stat(key: str) -> int:
+        return stats.get(key, 0)
+
+    width = 75
+    lines = [
+        "=" * width,
+        f" {'':16} PyTorch accel memory summary, device ID {index:<16d} ",
+        "-" * width,
+        f"  {'':9} accel OOMs: {stat('num_ooms'):<11d} | {'':3} device malloc retries: {stat('num_alloc_retries'):<8d}  ",
+        "=" * width,
+        "        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  ",
+    ]
     columns = ("current", "peak", "allocated", "freed")
-    header = f"{'':<28}" + "".join(f"{c:>16}" for c in ("Cur Usage", "Peak Usage", "Tot Alloc", "Tot Freed"))
-    rule = "=" * len(header)
-    lines = [rule, f" accel memory summary, device {index} ({_C._runtime_name()} runtime)", rule, header]
-    for title, key, is_bytes in _SUMMARY_ROWS:
-        lines.append("-" * len(header))
-        for pool in pools:
-            name = title if pool == "all" else f"  from {pool.split('_')[0]} pool"
-            values = (_format_count(stats.get(f"{key}.{pool}.{c}", 0), is_bytes) for c in columns)
-            lines.append(f"{name:<28}" + "".join(f"{v:>16}" for v in values))
-    lines.append("-" * len(header))
-    lines.append(
-        f"Allocator retries: {stats.get('num_alloc_retries', 0)}    Out-of-memory errors: {stats.get('num_ooms', 0)}"
+    for key, title, formatter in _SUMMARY_METRICS:
+        lines.append("-" * width)
+        rows = [("all", title)]
+        if not abbreviated:
+            rows += [("large_pool", "      from large pool"), ("small_pool", "      from small pool")]
+        # Every row of a section uses the units its "all" row's values call for.
+        scales = [stat(f"{key}.all.{column}") for column in columns]
+        for pool, name in rows:
+            cells = " | ".join(
+                formatter(stat(f"{key}.{pool}.{column}"), scale) for column, scale in zip(columns, scales)
+            )
+            lines.append(f" {name:<21} | {cells} ")
+    for key, title in _SUMMARY_OVERSIZE:
+        lines.append("-" * width)
+        cells = " | ".join(
+            _format_count(stat(f"{key}.{column}"), stat(f"{key}.{column}")) for column in columns
+        )
+        lines.append(f" {title:<21} | {cells} ")
+    lines.append("=" * width)
+    return "|" + "|\n|".join(lines) + "|\n"
+
+
+# Memory history and snapshots --------------------------------------------------
+
+
+def _record_memory_history(enabled: Literal["state", "all"] | None = "all", *args, **kwargs) -> None:
+    r"""Record the stack traces of accel allocations, and a history of allocations and frees.
+
+    torch.cuda.memory._record_memory_history, for accel: :func:`_snapshot`
+    then tells what allocated each block of accel memory, and its
+    ``device_traces`` list what the allocator did. ``enabled`` may also be a
+    bool, with the arguments of torch.cuda's legacy form.
+
+    Args:
+        enabled: ``None`` stops recording; ``"state"`` keeps the stack trace of
+            each live allocation; ``"all"`` also keeps a history of alloc/free
+            events (default).
+        context: which events keep a stack trace: ``None``, ``"state"`` (live
+            allocations), ``"alloc"`` (also allocations in the history) or
+            ``"all"`` (also frees; default).
+        stacks: ``"python"`` (Python and TorchScript frames) or ``"all"``
+            (also C++ frames; default).
+        max_entries: the most history entries kept per device (the newest).
+        device: ignored, as on cuda: recording covers every device.
+        clear_history: drop the history recorded so far.
+        compile_context, global_record_annotations: not supported on accel;
+            must be False.
+        skip_actions: actions not to record (``"alloc"``, ``"free_requested"``,
+            ``"free_completed"``, ``"segment_alloc"``, ``"segment_free"``,
+            ``"oom"``, ``"snapshot"``).
+    """
+    if isinstance(enabled, bool):
+        return _record_memory_history_legacy(enabled, *args, **kwargs)
+    return _record_memory_history_impl(enabled, *args, **kwargs)
+
+
+def _record_memory_history_impl(
+    enabled: str | None = "all",
+    context: str | None = "all",
+    stacks: str = "all",
+    max_entries: int = sys.maxsize,
+    device: DeviceLike = None,
+    clear_history: bool = False,
+    compile_context: bool = False,
+    global_record_annotations: bool = False,
+    skip_actions: list[str] | None = None,
+) -> None:
+    for name, value in (("compile_context", compile_context), ("global_record_annotations", global_record_annotations)):
+        if value:
+            raise NotImplementedError(f"torch.accel.memory._record_memory_history: {name}=True is not supported on accel")
+    if not isinstance(max_entries, int) or max_entries < 0:
+        raise ValueError(
+            f"torch.accel.memory._record_memory_history: max_entries must be a non-negative int, got {max_entries!r}"
+        )
+    _lazy_init()
+    _C._record_memory_history(
+        enabled, context, stacks, max_entries, clear_history, list(skip_actions) if skip_actions is not None else []
     )
-    lines.append(rule)
-    return "\n".join(lines) + "\n"
 
 
-del torch
+_record_memory_history.__signature__ = signature(_record_memory_history_impl)  # type: ignore[attr-defined]
+
+
+def _record_memory_history_legacy(
+    enabled: bool,
+    record_context: bool = True,
+    trace_alloc_max_entries: int = 1,
+    trace_alloc_record_context: bool = False,
+    device: DeviceLike = None,
+    record_context_cpp: bool = False,
+    clear_history: bool = False,
+    compile_context: bool = False,
+    global_record_annotations: bool = False,
+    skip_actions: list[str] | None = None,
+) -> None:
+    # torch.cuda's first form, mapped onto the second as its C++ side does.
+    if trace_alloc_record_context:
+        context = "alloc"
+    elif record_context:
+        context = "state"
+    else:
+        context = None
+    _record_memory_history_impl(
+        ("all" if trace_alloc_max_entries > 1 else "state") if enabled else None,
+        context,
+        "all" if record_context_cpp else "python",
+        trace_alloc_max_entries,
+        device,
+        clear_history,
+        compile_context,
+        global_record_annotations,
+        skip_actions,
+    )
+
+
+def _snapshot(device: DeviceLike = None, augment_with_fx_traces: bool = False) -> dict[str, Any]:
+    r"""Return a snapshot of the accel memory allocator's state, in torch.cuda.memory._snapshot's format.
+
+    A dict with ``segments`` (every segment of every device, with its blocks
+    and the stack trace of their allocation when recorded),
+    ``device_traces`` (one list per device of the events recorded by
+    :func:`_record_memory_history`) and ``allocator_settings``. The
+    ``device`` argument is ignored, as on cuda. ``augment_with_fx_traces``
+    adds FX node information to the frames of FX-generated code.
+    """
+    _lazy_init()
+    snapshot = _C._memory_snapshot(True)
+    if augment_with_fx_traces:
+        from torch._utils import _augment_memory_snapshot_stack_traces
+
+        snapshot = _augment_memory_snapshot_stack_traces(snapshot)
+    return snapshot
+
+
+def _dump_snapshot(filename: str = "dump_snapshot.pickle", augment_with_fx_traces: bool = False) -> None:
+    r"""Save :func:`_snapshot` as a pickle, the file pytorch.org/memory_viz opens."""
+    snapshot = _snapshot(augment_with_fx_traces=augment_with_fx_traces)
+    with open(filename, "wb") as f:
+        pickle.dump(snapshot, f)
+
+
+def memory_snapshot(mempool_id=None, include_traces: bool = True) -> list[dict[str, Any]]:
+    r"""Return the segments of the accel memory allocator's state on every device (see :func:`_snapshot`)."""
+    if mempool_id is not None:
+        raise NotImplementedError("torch.accel.memory_snapshot: memory pools (mempool_id) are not supported on accel")
+    _lazy_init()
+    return _C._memory_snapshot(include_traces)["segments"]
+
+
+def _save_segment_usage(filename: str = "output.svg", snapshot: dict[str, Any] | None = None) -> None:
+    from torch.cuda._memory_viz import segments
+
+    with open(filename, "w") as f:
+        f.write(segments(_snapshot() if snapshot is None else snapshot))
+
+
+def _save_memory_usage(filename: str = "output.svg", snapshot: dict[str, Any] | None = None) -> None:
+    from torch.cuda._memory_viz import memory
+
+    with open(filename, "w") as f:
+        f.write(memory(_snapshot() if snapshot is None else snapshot))
+
+
+def attach_out_of_memory_observer(observer: Callable[[int, int, int, int], None]) -> None:
+    r"""Call ``observer(device, alloc, device_total, device_free)`` whenever an accel allocation fails.
+
+    torch.cuda's observer (``torch._C._cuda_attach_out_of_memory_observer``):
+    it runs before the :class:`torch.OutOfMemoryError` is raised, with the
+    device, the bytes requested, the bytes the process may use on the device
+    (its total, or the cap of :func:`set_per_process_memory_fraction`) and
+    the bytes free. A snapshot taken in it (:func:`_snapshot`) shows the
+    memory at the failure, and its history ends with the ``"oom"`` event.
+    Observers stay attached for the life of the process.
+    """
+    if not callable(observer):
+        raise TypeError(
+            f"torch.accel.memory.attach_out_of_memory_observer expects a callable, got {type(observer).__name__}"
+        )
+    _lazy_init()
+    _C._attach_out_of_memory_observer(observer)
+
+
+def _set_allocator_settings(env: str) -> None:
+    r"""Change the allocator settings, given in PYTORCH_ALLOC_CONF's format (e.g. ``"max_split_size_mb:256"``).
+
+    As torch.cuda.memory._set_allocator_settings, through
+    ``torch._C._accelerator_setAllocatorSettings``: the settings are c10's,
+    shared by every accelerator.
+    """
+    if not isinstance(env, str):
+        raise TypeError(f"torch.accel.memory._set_allocator_settings expects a str, got {type(env).__name__}")
+    try:
+        torch._C._accelerator_setAllocatorSettings(env)
+    except (ValueError, RuntimeError) as e:
+        raise ValueError(
+            f"accel: invalid allocator settings {env!r}: {e}. Expected comma-separated key:value pairs such as "
+            "max_split_size_mb:256,garbage_collection_threshold:0.8,expandable_segments:False"
+        ) from None
+

@@ -10,6 +10,7 @@
 #ifdef TORCH_ACCEL_WITH_DISTRIBUTED
 #include <csrc/python/Distributed.h>
 #endif
+#include <csrc/python/Memory.h>
 #include <csrc/python/Multiprocessing.h>
 #include <csrc/runtime/AccelGenerator.h>
 #include <csrc/runtime/Runtime.h>
@@ -414,6 +415,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_mem_get_info", [](int64_t device) {
     return allocatorFor(device)->getMemoryInfo(static_cast<c10::DeviceIndex>(device));
   });
+  initMemoryBindings(m);
 
   m.def("_alias_fallback_calls", [] { return targetCallCount(); });
 

@@ -1,5 +1,6 @@
 #include <csrc/runtime/Runtime.h>
 
+#include <c10/core/AllocatorConfig.h>
 #include <c10/util/Exception.h>
 
 #include <pthread.h>
@@ -48,6 +49,36 @@ const Runtime& selectRuntime() {
   return hostRuntime();
 }
 
+// The allocator settings of the environment, which c10 parses for every
+// accelerator (PYTORCH_ALLOC_CONF, or the older PYTORCH_CUDA_ALLOC_CONF),
+// are checked when accel initialises, so that a mistake in them is reported
+// there, with the variable's name, rather than ignored.
+void checkAllocatorSettings() {
+  try {
+    c10::CachingAllocator::AcceleratorAllocatorConfig::instance();
+  } catch (const std::exception& e) {
+    const char* name = "PYTORCH_ALLOC_CONF";
+    for (const char* candidate : {"PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF"}) {
+      if (std::getenv(candidate) != nullptr) {
+        name = candidate;
+        break;
+      }
+    }
+    const char* value = std::getenv(name);
+    const auto* error = dynamic_cast<const c10::Error*>(&e);
+    TORCH_CHECK_VALUE(
+        false,
+        "accel: invalid allocator settings ",
+        name,
+        "='",
+        value != nullptr ? value : "",
+        "': ",
+        error != nullptr ? error->msg() : e.what(),
+        ". Expected comma-separated key:value pairs such as "
+        "max_split_size_mb:256,garbage_collection_threshold:0.8,expandable_segments:False");
+  }
+}
+
 } // namespace
 
 const Runtime& runtime() {
@@ -80,6 +111,7 @@ void throwInBadFork() {
 } // namespace detail
 
 void initializeRuntime() {
+  checkAllocatorSettings();
   runtime().init();
   // From now on a forked child inherits device state it cannot use.
   static const int registered = pthread_atfork(nullptr, nullptr, markForkedChild);

@@ -15,6 +15,8 @@
 // which runtime is running; it asks the runtime for what it needs (for
 // example targetType(), the device type whose kernels run accel's work).
 
+#include <csrc/runtime/ObservableAllocator.h>
+
 #include <ATen/SDPBackend.h>
 #include <ATen/core/Generator.h>
 #include <c10/core/Allocator.h>
@@ -99,7 +101,7 @@ public:
 
   // Allocates accel memory on the current accel device; its DataPtrs carry
   // accel devices and are freed by the runtime.
-  virtual c10::DeviceAllocator* allocator() const = 0;
+  virtual ObservableAllocator* allocator() const = 0;
 
   // The allocator target kernels allocate with (CUDA's caching allocator,
   // or the CPU allocator): target tensors that kernels may resize use it.

@@ -2,7 +2,9 @@
 //
 // Allocations keep CUDA's deleter, so frees, record_stream, empty_cache and
 // the memory statistics are exactly CUDA's; only the device recorded in the
-// DataPtr changes from cuda:N to accel:N.
+// DataPtr changes from cuda:N to accel:N. Snapshots, history, out-of-memory
+// observers and the memory fraction are the caching allocator's own too:
+// accel:N is cuda:N, so its records need no translation.
 
 #include <csrc/runtime/cuda/CudaAllocator.h>
 
@@ -12,7 +14,7 @@
 namespace torch_accel {
 namespace {
 
-class CudaAllocator final : public c10::DeviceAllocator {
+class CudaAllocator final : public ObservableAllocator {
 public:
   c10::DataPtr allocate(size_t nbytes) override {
     c10::DataPtr data_ptr;
@@ -74,6 +76,33 @@ public:
     return cuda()->getMemoryInfo(device);
   }
 
+  void recordHistory(
+      bool enabled,
+      c10::CachingDeviceAllocator::CreateContextFn context_recorder,
+      size_t max_entries,
+      c10::CachingDeviceAllocator::RecordContext when,
+      bool clear_history,
+      const std::vector<std::string>& skip_actions) override {
+    cuda()->recordHistory(enabled, context_recorder, max_entries, when, clear_history, skip_actions);
+  }
+
+  MemorySnapshot snapshot(bool include_traces) override {
+    auto cuda_snapshot = cuda()->snapshot(/*mempool_id=*/{0, 0}, include_traces);
+    return MemorySnapshot{std::move(cuda_snapshot.segments), std::move(cuda_snapshot.device_traces)};
+  }
+
+  void attachOutOfMemoryObserver(OutOfMemoryObserver observer) override {
+    cuda()->attachOutOfMemoryObserver(std::move(observer));
+  }
+
+  void setMemoryFraction(double fraction, c10::DeviceIndex device) override {
+    cuda()->setMemoryFraction(fraction, device);
+  }
+
+  double getMemoryFraction(c10::DeviceIndex device) override {
+    return cuda()->getMemoryFraction(device);
+  }
+
 private:
   static c10::cuda::CUDACachingAllocator::CUDAAllocator* cuda() {
     return c10::cuda::CUDACachingAllocator::get();
@@ -82,7 +111,7 @@ private:
 
 } // namespace
 
-c10::DeviceAllocator* cudaAllocator() {
+ObservableAllocator* cudaAllocator() {
   static CudaAllocator instance;
   return &instance;
 }

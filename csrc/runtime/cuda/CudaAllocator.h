@@ -1,10 +1,10 @@
 #pragma once
 
-#include <c10/core/CachingDeviceAllocator.h>
+#include <csrc/runtime/ObservableAllocator.h>
 
 namespace torch_accel {
 
 // CUDA's caching allocator, handing out DataPtrs that name accel devices.
-c10::DeviceAllocator* cudaAllocator();
+ObservableAllocator* cudaAllocator();
 
 } // namespace torch_accel

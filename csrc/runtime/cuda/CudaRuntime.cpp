@@ -246,7 +246,7 @@ public:
     return c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, toCuda(stream)).priority();
   }
 
-  c10::DeviceAllocator* allocator() const override {
+  ObservableAllocator* allocator() const override {
     return cudaAllocator();
   }
 

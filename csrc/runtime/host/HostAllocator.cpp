@@ -1,27 +1,40 @@
 // accel memory on the host runtime: accelrt allocations, one per tensor
 // storage, with no cache. accelrt executes every stream operation before
 // returning, so memory is never in use by a stream after its last owner
-// drops it and record_stream has nothing to defer.
+// drops it and record_stream has nothing to defer. Every allocation and free
+// goes through HostMemoryLedger, which keeps the statistics, the snapshot and
+// the history, and the memory fraction that caps each device.
 
+#include <csrc/runtime/Runtime.h>
 #include <csrc/runtime/host/AccelrtCheck.h>
 #include <csrc/runtime/host/HostAllocator.h>
+#include <csrc/runtime/host/HostMemoryLedger.h>
 
 #include <c10/core/Allocator.h>
+#include <c10/core/AllocatorConfig.h>
+#include <c10/util/Logging.h>
 
 #include <cstring>
+#include <limits>
 
 namespace torch_accel {
 namespace {
 
 void deleteAccelrtMemory(void* ptr) {
-  // Deleters must not throw; accelrtFree only fails for foreign pointers.
-  accelrtFree(ptr);
+  freeAccelrtMemory(ptr);
 }
 
 c10::DeviceIndex currentDevice() {
   int device = 0;
   TORCH_ACCEL_ACCELRT_CHECK(accelrtGetDevice(&device));
   return static_cast<c10::DeviceIndex>(device);
+}
+
+// The accelrt stream current on `device`, recorded with its allocations as
+// CUDA's allocator records the cudaStream_t (null: the default stream).
+void* currentStream(c10::DeviceIndex device) {
+  const Runtime& rt = runtime();
+  return rt.getStreamNativeHandle(rt.getStream(c10::Device(c10::DeviceType::PrivateUse1, device)));
 }
 
 std::string formatBytes(size_t bytes) {
@@ -37,31 +50,109 @@ std::string formatBytes(size_t bytes) {
   return buffer;
 }
 
+// Raises torch.OutOfMemoryError for `nbytes` on `device`, after recording
+// the failure and calling the out-of-memory observers. `allowed` is what the
+// memory fraction lets the process hold on the device (SIZE_MAX: no cap).
+[[noreturn]] void
+outOfMemory(c10::DeviceIndex device, size_t nbytes, size_t allowed, void* stream, HostMemoryLedger::Context context) {
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+  accelrtMemGetInfo(&free_bytes, &total_bytes);
+  auto& ledger = hostMemoryLedger();
+  ledger.recordOutOfMemory(device, nbytes, free_bytes, stream, std::move(context));
+  const size_t used = ledger.usedBytes(device);
+  const bool capped = allowed < total_bytes;
+  c10::reportOutOfMemoryToProfiler(
+      static_cast<int64_t>(nbytes), used, used, c10::Device(c10::DeviceType::PrivateUse1, device));
+  // Outside the ledger's lock: an observer typically takes a snapshot.
+  for (const auto& observer : ledger.outOfMemoryObservers()) {
+    observer(device, nbytes, capped ? allowed : total_bytes, free_bytes);
+  }
+  std::string cap;
+  if (capped) {
+    cap = c10::str(
+        ". This process may use at most ",
+        formatBytes(allowed),
+        " of it (set_per_process_memory_fraction(",
+        ledger.memoryFraction(device),
+        ")) and has ",
+        formatBytes(used),
+        " allocated");
+  }
+  TORCH_CHECK_WITH(
+      OutOfMemoryError,
+      false,
+      "accel out of memory. Tried to allocate ",
+      formatBytes(nbytes),
+      " on accel:",
+      static_cast<int>(device),
+      ", which has ",
+      formatBytes(total_bytes),
+      " in total, of which ",
+      formatBytes(free_bytes),
+      " is free",
+      cap,
+      " (host runtime)");
+}
+
+// Warns once when the allocator settings ask for what accelrt cannot do.
+void warnAboutUnsupportedSettings() {
+  if (C10_UNLIKELY(c10::CachingAllocator::AcceleratorAllocatorConfig::use_expandable_segments())) {
+    TORCH_WARN_ONCE("expandable_segments:True (PYTORCH_ALLOC_CONF) is not supported by accel's host runtime, whose "
+                    "allocator maps every allocation separately and caches nothing; it is ignored");
+  }
+}
+
 } // namespace
 
 c10::DataPtr allocateAccelrtMemory(size_t nbytes, c10::Device label) {
+  if (nbytes == 0) {
+    return c10::DataPtr(nullptr, nullptr, &deleteAccelrtMemory, label);
+  }
+  warnAboutUnsupportedSettings();
   const auto device = currentDevice();
-  void* ptr = nullptr;
-  const accelrtError_t err = accelrtMalloc(&ptr, nbytes);
-  if (err == accelrtErrorMemoryAllocation) {
+  auto& ledger = hostMemoryLedger();
+  auto context = ledger.contextForAllocation();
+  void* const stream = currentStream(device);
+  size_t allowed = std::numeric_limits<size_t>::max();
+  if (const double fraction = ledger.memoryFraction(device); fraction < 1.0) {
     size_t free_bytes = 0;
     size_t total_bytes = 0;
-    accelrtMemGetInfo(&free_bytes, &total_bytes);
-    TORCH_CHECK_WITH(
-        OutOfMemoryError,
-        false,
-        "accel out of memory. Tried to allocate ",
-        formatBytes(nbytes),
-        " on accel:",
-        static_cast<int>(device),
-        ", which has ",
-        formatBytes(total_bytes),
-        " in total, of which ",
-        formatBytes(free_bytes),
-        " is free (host runtime)");
+    TORCH_ACCEL_ACCELRT_CHECK(accelrtMemGetInfo(&free_bytes, &total_bytes));
+    allowed = static_cast<size_t>(fraction * static_cast<double>(total_bytes));
   }
-  TORCH_ACCEL_ACCELRT_CHECK(err);
+  if (!ledger.reserve(device, nbytes, allowed)) {
+    outOfMemory(device, nbytes, allowed, stream, std::move(context));
+  }
+  void* ptr = nullptr;
+  const accelrtError_t err = accelrtMalloc(&ptr, nbytes);
+  if (err != accelrtSuccess) {
+    ledger.unreserve(device, nbytes);
+    if (err == accelrtErrorMemoryAllocation) {
+      outOfMemory(device, nbytes, allowed, stream, std::move(context));
+    }
+    TORCH_ACCEL_ACCELRT_CHECK(err);
+  }
+  ledger.recordAllocation(device, ptr, nbytes, stream, std::move(context));
   return c10::DataPtr(ptr, ptr, &deleteAccelrtMemory, label);
+}
+
+void freeAccelrtMemory(void* ptr) noexcept {
+  if (ptr == nullptr) {
+    return;
+  }
+  auto& ledger = hostMemoryLedger();
+  try {
+    // Recorded before the memory goes back, so that an allocation reusing
+    // the address cannot meet its previous record.
+    ledger.recordFree(ptr, ledger.contextForFree());
+  } catch (const std::exception& e) {
+    // Frees run in destructors: a failure to gather context must not throw.
+    LOG(WARNING) << "accel: could not record the free of " << ptr << ": " << e.what();
+    ledger.recordFree(ptr, nullptr);
+  }
+  // accelrtFree only fails for foreign pointers.
+  accelrtFree(ptr);
 }
 
 bool isAccelrtMemory(const c10::DataPtr& ptr) {
@@ -70,7 +161,7 @@ bool isAccelrtMemory(const c10::DataPtr& ptr) {
 
 namespace {
 
-class HostAllocator final : public c10::DeviceAllocator {
+class HostAllocator final : public ObservableAllocator {
 public:
   c10::DataPtr allocate(size_t nbytes) override {
     return allocateAccelrtMemory(nbytes, c10::Device(c10::DeviceType::PrivateUse1, currentDevice()));
@@ -97,28 +188,15 @@ public:
   }
 
   c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
-    accelrtMemoryStats raw{};
-    TORCH_ACCEL_ACCELRT_CHECK(accelrtDeviceGetMemoryStats(device, &raw));
-    c10::CachingDeviceAllocator::DeviceStats stats;
-    // Without a cache, allocated, reserved and active memory are the same.
-    for (auto* stat : {&stats.allocated_bytes, &stats.reserved_bytes, &stats.active_bytes, &stats.requested_bytes}) {
-      auto& aggregate = (*stat)[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
-      aggregate.current = static_cast<int64_t>(raw.allocatedBytes);
-      aggregate.peak = static_cast<int64_t>(raw.peakAllocatedBytes);
-    }
-    for (auto* stat : {&stats.allocation, &stats.segment, &stats.active}) {
-      (*stat)[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)].current =
-          static_cast<int64_t>(raw.allocationCount);
-    }
-    return stats;
+    return hostMemoryLedger().stats(device);
   }
 
-  void resetAccumulatedStats(c10::DeviceIndex /*device*/) override {
-    // accelrt keeps no accumulated (allocated/freed totals) counters.
+  void resetAccumulatedStats(c10::DeviceIndex device) override {
+    hostMemoryLedger().resetAccumulatedStats(device);
   }
 
   void resetPeakStats(c10::DeviceIndex device) override {
-    TORCH_ACCEL_ACCELRT_CHECK(accelrtDeviceResetPeakMemoryStats(device));
+    hostMemoryLedger().resetPeakStats(device);
   }
 
   std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
@@ -132,11 +210,38 @@ public:
     TORCH_ACCEL_ACCELRT_CHECK(err);
     return {free_bytes, total_bytes};
   }
+
+  void recordHistory(
+      bool enabled,
+      c10::CachingDeviceAllocator::CreateContextFn context_recorder,
+      size_t max_entries,
+      c10::CachingDeviceAllocator::RecordContext when,
+      bool clear_history,
+      const std::vector<std::string>& skip_actions) override {
+    hostMemoryLedger().recordHistory(enabled, context_recorder, max_entries, when, clear_history, skip_actions);
+  }
+
+  MemorySnapshot snapshot(bool include_traces) override {
+    return hostMemoryLedger().snapshot(include_traces, runtime().deviceCount());
+  }
+
+  void attachOutOfMemoryObserver(OutOfMemoryObserver observer) override {
+    hostMemoryLedger().attachOutOfMemoryObserver(std::move(observer));
+  }
+
+  void setMemoryFraction(double fraction, c10::DeviceIndex device) override {
+    TORCH_CHECK_VALUE(fraction >= 0.0 && fraction <= 1.0, "Invalid fraction value: ", fraction, ". Allowed range: 0~1");
+    hostMemoryLedger().setMemoryFraction(device, fraction);
+  }
+
+  double getMemoryFraction(c10::DeviceIndex device) override {
+    return hostMemoryLedger().memoryFraction(device);
+  }
 };
 
 } // namespace
 
-c10::DeviceAllocator* hostAllocator() {
+ObservableAllocator* hostAllocator() {
   static HostAllocator instance;
   return &instance;
 }

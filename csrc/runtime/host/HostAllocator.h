@@ -1,19 +1,24 @@
 #pragma once
 
-#include <c10/core/CachingDeviceAllocator.h>
+#include <csrc/runtime/ObservableAllocator.h>
+
+#include <c10/core/Allocator.h>
 
 #include <cstddef>
 
 namespace torch_accel {
 
 // accelrt device memory, handed out as DataPtrs that name accel devices.
-c10::DeviceAllocator* hostAllocator();
+ObservableAllocator* hostAllocator();
 
 // `nbytes` of accelrt memory on the current accel device, in a DataPtr that
 // names `label` (accel for accel storages, CPU while a CPU kernel fills it for
 // the alias fallback). Out of memory raises torch.OutOfMemoryError naming the
 // accel device.
 c10::DataPtr allocateAccelrtMemory(size_t nbytes, c10::Device label);
+
+// Frees memory from allocateAccelrtMemory (its base pointer); null is a no-op.
+void freeAccelrtMemory(void* ptr) noexcept;
 
 // Whether `ptr` came from allocateAccelrtMemory (whatever device it names).
 bool isAccelrtMemory(const c10::DataPtr& ptr);

@@ -305,7 +305,7 @@ public:
     return priority;
   }
 
-  c10::DeviceAllocator* allocator() const override {
+  ObservableAllocator* allocator() const override {
     return hostAllocator();
   }
 

@@ -30,7 +30,7 @@ void freeAccelrtOrBaseMemory(void* ptr) {
   accelrtPointerAttributes attributes{};
   if (accelrtPointerGetAttributes(&attributes, ptr) == accelrtSuccess && attributes.type == accelrtMemoryTypeDevice &&
       attributes.basePointer == ptr) {
-    accelrtFree(ptr);
+    freeAccelrtMemory(ptr);
   } else {
     baseRawDeleter(ptr);
   }
