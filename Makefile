@@ -113,7 +113,7 @@ ASAN_TESTS ?= test/test_device.py test/test_streams_events.py test/test_memory.p
   test/test_tensors.py test/test_random.py test/test_models.py test/test_compile.py
 asan: install
 	$(MAKE) -C third_party/accelrt asan
-	TORCH_ACCEL_SANITIZE=1 TORCH_ACCEL_BUILD_CUDA=0 $(PY) setup.py -q build_ext --force \
+	TORCH_ACCEL_SANITIZE=1 TORCH_ACCEL_BUILD_CUDA=0 $(PY) setup.py -q build_ext \
 	  --build-temp $(ASAN_DIR)/temp --build-lib $(ASAN_DIR)/lib
 	rm -rf $(ASAN_DIR)/tree $(ASAN_DIR)/reports
 	mkdir -p $(ASAN_DIR)/tree $(ASAN_DIR)/reports
