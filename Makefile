@@ -12,6 +12,8 @@
 #   make gpu-wheels  (here, with PyPI) the wheels gpu-test needs and the GPU image lacks
 #   make bench     benchmarks/ (accel against its target, ratios; BENCH_ARGS=--quick ...)
 #   make lint      C++ formatting (.clang-format) and Python syntax
+#   make asan      accelrt's unit tests and part of the pytest suite with the
+#                  extension and accelrt under AddressSanitizer + UBSan (build/asan/)
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -25,7 +27,7 @@ PYTEST_ARGS ?=
 BENCH_ARGS ?=
 NATIVE_SOURCES := setup.py $(shell find csrc third_party/accelrt/src third_party/accelrt/include -name '*.cpp' -o -name '*.h' 2>/dev/null)
 
-.PHONY: install build test test-accelrt test-python demo gpu-test gpu-build gpu-wheels bench lint clean
+.PHONY: install build test test-accelrt test-python demo gpu-test gpu-build gpu-wheels bench lint asan clean
 
 install: build
 
@@ -88,6 +90,46 @@ bench: install
 lint: install
 	find csrc third_party/accelrt -name '*.cpp' -o -name '*.h' | xargs clang-format --dry-run --Werror
 	$(PY) -m compileall -q torch_accel test benchmarks
+
+# Sanitizers: accelrt's unit tests under its own `make asan`, then the extension
+# (accelrt linked in) built with TORCH_ACCEL_SANITIZE=1 (setup.py) and the tests
+# of ASAN_TESTS run against it; PyTorch and Python stay unsanitised. The build
+# never touches the in-place one: objects go to build/asan/temp and the library
+# into a copy of the package and its tests (build/asan/tree), where pytest runs,
+# so that only the sanitised _C is importable there (the working directory and
+# PYTHONPATH come before the editable install) and `make test` afterwards still
+# runs the normal build. Host runtime only: it is what runs without a GPU.
+#
+# ASan must be the first library of the process: LD_PRELOAD brings it into
+# Python (and every subprocess the tests start). Leak detection is off: Python
+# and PyTorch keep memory until exit on purpose. allocator_may_return_null: the
+# tests ask for impossibly large blocks and expect PyTorch's out-of-memory error.
+# Reports go to build/asan/reports (log_path): a finding in a subprocess whose
+# failure a test expects (fork, worker processes) still fails the run.
+# test/asan.supp is the suppressions file; it may only name code outside this
+# project (PyTorch, Python), each entry with its reason.
+ASAN_DIR := build/asan
+ASAN_TESTS ?= test/test_device.py test/test_streams_events.py test/test_memory.py test/test_fallback.py \
+  test/test_tensors.py test/test_random.py test/test_models.py test/test_compile.py
+asan: install
+	$(MAKE) -C third_party/accelrt asan
+	TORCH_ACCEL_SANITIZE=1 TORCH_ACCEL_BUILD_CUDA=0 $(PY) setup.py -q build_ext \
+	  --build-temp $(ASAN_DIR)/temp --build-lib $(ASAN_DIR)/lib
+	rm -rf $(ASAN_DIR)/tree $(ASAN_DIR)/reports
+	mkdir -p $(ASAN_DIR)/tree $(ASAN_DIR)/reports
+	cp -r torch_accel test pyproject.toml $(ASAN_DIR)/tree/
+	find $(ASAN_DIR)/tree \( -name '*.so' -o -name __pycache__ \) -prune -exec rm -rf {} +
+	cp $(ASAN_DIR)/lib/torch_accel/_C*.so $(ASAN_DIR)/tree/torch_accel/
+	reports=$$PWD/$(ASAN_DIR)/reports; python=$$PWD/$(PY); cd $(ASAN_DIR)/tree; \
+	status=0; \
+	LD_PRELOAD=$$(ldd torch_accel/_C*.so | awk '/libasan/ { print $$3 }') \
+	ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1:log_path=$$reports/asan:suppressions=$$PWD/test/asan.supp \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$$reports/ubsan \
+	PYTHONPATH=$$PWD "$$python" -m pytest $(ASAN_TESTS) $(PYTEST_ARGS) || status=$$?; \
+	if compgen -G "$$reports/*" > /dev/null; then \
+	  echo "== sanitizer reports:"; cat "$$reports"/*; exit 1; \
+	fi; \
+	exit $$status
 
 # GPU machine: no network, torch preinstalled for the plain python3; .venv is
 # layered over that environment as over the cached one here. Test dependencies

@@ -11,6 +11,10 @@ then compiles the extension in place with ``build_ext --inplace``, whose builds 
 
 accel's c10d backend (csrc/distributed) is built whenever the installed torch has
 torch.distributed; it needs no NCCL or Gloo headers (see csrc/distributed/AccelBackend.h).
+
+TORCH_ACCEL_SANITIZE=1 compiles and links the extension (accelrt included) with AddressSanitizer
+and UndefinedBehaviorSanitizer, every finding fatal. ``make asan`` builds it that way into
+build/asan/ (never in place) and runs tests with the sanitizer runtime preloaded.
 """
 
 import glob
@@ -49,8 +53,21 @@ def _with_cuda():
 _DISTRIBUTED_SOURCES = ("csrc/distributed/", "csrc/python/Distributed.cpp")
 
 
+def _sanitize():
+    flag = os.environ.get("TORCH_ACCEL_SANITIZE") or "0"
+    if flag not in ("0", "1"):
+        raise ValueError(f"TORCH_ACCEL_SANITIZE must be 0 or 1, not {flag!r}")
+    return flag == "1"
+
+
+# AddressSanitizer and UndefinedBehaviorSanitizer; -fno-sanitize-recover makes the
+# first undefined behaviour abort the process, so a finding fails the test run.
+_SANITIZER_FLAGS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
+
+
 def _extension():
     with_cuda = _with_cuda()
+    sanitize = _sanitize()
     with_distributed = torch.distributed.is_available()
     sources = [
         s
@@ -64,11 +81,17 @@ def _extension():
         cxx_flags.append("-DTORCH_ACCEL_WITH_CUDA=1")
     if with_distributed:
         cxx_flags.append("-DTORCH_ACCEL_WITH_DISTRIBUTED=1")
+    link_flags = []
+    if sanitize:
+        # -O1 and frame pointers: stack traces in the reports name every frame.
+        cxx_flags += [*_SANITIZER_FLAGS, "-O1", "-g", "-fno-omit-frame-pointer"]
+        link_flags += _SANITIZER_FLAGS
     kwargs = dict(
         name="torch_accel._C",
         sources=sources,
         include_dirs=[ROOT, os.path.join(ROOT, "third_party/accelrt/include")],
         extra_compile_args={"cxx": cxx_flags},
+        extra_link_args=link_flags,
     )
     return CUDAExtension(**kwargs) if with_cuda else CppExtension(**kwargs)
 
