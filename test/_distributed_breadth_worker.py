@@ -233,6 +233,33 @@ def fsdp(device_type: str, rank: int, world_size: int) -> dict:
     }
 
 
+def fsdp_cpu_offload(device_type: str, rank: int, world_size: int) -> dict:
+    """FSDP2 with its sharded parameters, gradients and optimizer step on cpu
+    (CPUOffloadPolicy); forward and backward run on the mesh's device."""
+    from torch.distributed.fsdp import CPUOffloadPolicy, fully_shard
+
+    mesh = _mesh(device_type, world_size)
+    device = _device(device_type, rank)
+    torch.manual_seed(0)
+    model = _mlp()
+    fully_shard(model, mesh=mesh, offload_policy=CPUOffloadPolicy(pin_memory=device_type != "cpu"))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(200 + rank)
+    losses = []
+    for _ in range(FSDP_STEPS):
+        inputs, labels = torch.randn(FSDP_BATCH, 8, generator=g), torch.randn(FSDP_BATCH, 4, generator=g)
+        optimizer.zero_grad()
+        loss = nn.functional.mse_loss(model(inputs.to(device)), labels.to(device))
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.detach())
+    return {
+        "losses": losses,
+        "param_devices": [str(p.to_local().device) for p in model.parameters()],
+        "local_params": [p.to_local().detach().to(device) for p in model.parameters()],
+    }
+
+
 # --- tensor parallel
 
 
@@ -251,6 +278,37 @@ def tensor_parallel(device_type: str, rank: int, world_size: int) -> dict:
         "output": output,
         "local_weights": [p.to_local().detach() for p in model.parameters()],
         "local_grads": [p.grad.to_local() for p in model.parameters()],
+        "full_grads": [p.grad.full_tensor() for p in model.parameters()],
+    }
+
+
+def sequence_parallel(device_type: str, rank: int, world_size: int) -> dict:
+    """SequenceParallel LayerNorm (sequence-sharded activations) feeding a
+    ColwiseParallel/RowwiseParallel pair that gathers and re-shards them."""
+    from torch.distributed.tensor import Shard
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        RowwiseParallel,
+        SequenceParallel,
+        parallelize_module,
+    )
+
+    mesh = _mesh(device_type, world_size)
+    device = _device(device_type, rank)
+    torch.manual_seed(2)
+    model = nn.Sequential(nn.LayerNorm(8), nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 8)).to(device)
+    plan = {
+        "0": SequenceParallel(),
+        "1": ColwiseParallel(input_layouts=Shard(1)),
+        "3": RowwiseParallel(output_layouts=Shard(1)),
+    }
+    parallelize_module(model, mesh, plan)
+    # This rank's slice of the sequence (dim 1) of one global batch.
+    inputs = _values(0, "sp_inputs", (2, 3 * world_size, 8)).chunk(world_size, 1)[rank].to(device)
+    output = model(inputs)
+    output.sum().backward()
+    return {
+        "output": output.to_local() if hasattr(output, "to_local") else output,
         "full_grads": [p.grad.full_tensor() for p in model.parameters()],
     }
 
@@ -309,7 +367,9 @@ def run(rank: int, world_size: int, store: str, output_dir: str) -> dict:
         "device_mesh": device_mesh,
         "dtensor": dtensor,
         "fsdp": fsdp,
+        "fsdp_cpu_offload": fsdp_cpu_offload,
         "tensor_parallel": tensor_parallel,
+        "sequence_parallel": sequence_parallel,
     }
     results = {"world_size": world_size, "target": torch_accel._target_device_type()}
     for name, scenario in scenarios.items():
