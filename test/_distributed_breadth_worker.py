@@ -313,6 +313,44 @@ def sequence_parallel(device_type: str, rank: int, world_size: int) -> dict:
     }
 
 
+def mesh_2d(device_type: str, rank: int, world_size: int) -> dict:
+    """A 2-D mesh (1 x world_size: "dp" x "tp"): sub-meshes, a DTensor over
+    both dims, and FSDP2 over "dp" composed with tensor parallel over "tp"."""
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    mesh = DeviceMesh(device_type, [list(range(world_size))], mesh_dim_names=("dp", "tp"))
+    device = _device(device_type, rank)
+    x = _values(rank, "mesh_2d", (4,)).to(device)
+    dist.all_reduce(x, group=mesh["tp"].get_group())
+    full = _values(0, "mesh_2d_full", (2 * world_size, 4)).to(device)
+    sharded = distribute_tensor(full, mesh, [Replicate(), Shard(0)])
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 8)).to(device)
+    parallelize_module(model, mesh["tp"], {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    fully_shard(model, mesh=mesh["dp"])
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    inputs = _values(0, "mesh_2d_inputs", (5, 8)).to(device)
+    losses = []
+    for _ in range(2):
+        optimizer.zero_grad()
+        loss = model(inputs).pow(2).mean()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.detach())
+    return {
+        "tp_all_reduce": x,
+        "coordinate": list(mesh.get_coordinate()),
+        "shape": list(mesh.shape),
+        "sharded_local": sharded.to_local(),
+        "full_tensor": sharded.full_tensor(),
+        "losses": losses,
+        "full_params": [p.full_tensor().detach() for p in model.parameters()],
+    }
+
+
 # --- distributed checkpoints
 
 
@@ -370,6 +408,7 @@ def run(rank: int, world_size: int, store: str, output_dir: str) -> dict:
         "fsdp_cpu_offload": fsdp_cpu_offload,
         "tensor_parallel": tensor_parallel,
         "sequence_parallel": sequence_parallel,
+        "mesh_2d": mesh_2d,
     }
     results = {"world_size": world_size, "target": torch_accel._target_device_type()}
     for name, scenario in scenarios.items():

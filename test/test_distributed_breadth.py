@@ -184,6 +184,14 @@ def test_sequence_parallel_matches_cpu(ranks):
     check_scenario(ranks, "sequence_parallel")
 
 
+def test_2d_mesh_with_fsdp2_and_tensor_parallel_matches_cpu(ranks):
+    check_scenario(ranks, "mesh_2d")
+    for rank, results in enumerate(ranks):
+        got = results["mesh_2d"]["accel"]
+        assert (got["coordinate"], got["shape"]) == ([0, rank], [1, len(ranks)])
+        assert got["losses"][0]["tensor"].item() != got["losses"][-1]["tensor"].item()
+
+
 def test_dcp_loads_one_process_checkpoint_sharded(ranks):
     check_scenario(ranks, "checkpoint")
     size = len(ranks)
@@ -219,6 +227,6 @@ def test_dcp_ranks_checkpoint_loads_in_one_process(ranks, saved_on):
 
 def test_every_scenario_ran(ranks):
     names = ("async_collectives", "groups", "device_mesh", "dtensor", "fsdp", "fsdp_cpu_offload")
-    for name in names + ("tensor_parallel", "sequence_parallel", "checkpoint"):
+    for name in names + ("tensor_parallel", "sequence_parallel", "mesh_2d", "checkpoint"):
         assert not is_failure(ranks[0][name]["accel"]), name
     assert torch_accel.device_count() >= len(ranks)
