@@ -2,8 +2,10 @@
 
     python _distributed_breadth_worker.py accel RANK WORLD_SIZE STORE OUTPUT_DIR
 
+    python _distributed_breadth_worker.py accel RANK 4 STORE OUTPUT_DIR 2x2
+
 (the command line of _distributed_worker.py, so that test_distributed.py's
-launcher runs it)
+launcher runs it). The second form runs a 2 x 2 DeviceMesh over 4 ranks.
 
 Rank r works on accel:r in a process group with Gloo for cpu and accel's
 backend for accel, and runs every scenario twice, on accel and on cpu (the
@@ -386,7 +388,52 @@ def checkpoint(device_type: str, rank: int, world_size: int, output_dir: str) ->
     }
 
 
-def run(rank: int, world_size: int, store: str, output_dir: str) -> dict:
+def mesh_2x2(device_type: str, rank: int, world_size: int) -> dict:
+    """A 2 x 2 mesh ("dp" x "tp") over 4 ranks: collectives along each dim, a
+    DTensor sharded over both, and FSDP2 over "dp" with tensor parallel over "tp"."""
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    mesh = DeviceMesh(device_type, [[0, 1], [2, 3]], mesh_dim_names=("dp", "tp"))
+    device = _device(device_type, rank)
+    along = {}
+    for dim in ("dp", "tp"):
+        x = _values(rank, f"mesh_2x2_{dim}", (4,)).to(device)
+        dist.all_reduce(x, group=mesh[dim].get_group())
+        along[dim] = x
+    full = _values(0, "mesh_2x2_full", (4, 6)).to(device)
+    sharded = distribute_tensor(full, mesh, [Shard(0), Shard(1)])
+    regathered = sharded.redistribute(mesh, [Replicate(), Shard(0)])
+    torch.manual_seed(4)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 8)).to(device)
+    parallelize_module(model, mesh["tp"], {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    fully_shard(model, mesh=mesh["dp"], mp_policy=policy)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    # Each dp replica its own batch; the tp ranks of a replica share it.
+    inputs = _values(mesh.get_coordinate()[0], "mesh_2x2_inputs", (3, 8)).to(device)
+    losses = []
+    for _ in range(2):
+        optimizer.zero_grad()
+        loss = model(inputs).float().pow(2).mean()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.detach())
+    return {
+        "along_dp": along["dp"],
+        "along_tp": along["tp"],
+        "coordinate": list(mesh.get_coordinate()),
+        "sharded_local": sharded.to_local(),
+        "regathered_local": regathered.to_local(),
+        "full_tensor": sharded.full_tensor(),
+        "losses": losses,
+        "full_params": [p.full_tensor().detach() for p in model.parameters()],
+    }
+
+
+def run(rank: int, world_size: int, store: str, output_dir: str, scenario_set: str) -> dict:
     import torch_accel  # noqa: F401 - registers accel and its c10d backend
 
     torch.accel.set_device(rank)
@@ -398,7 +445,7 @@ def run(rank: int, world_size: int, store: str, output_dir: str) -> dict:
         timeout=TIMEOUT,
         device_id=torch.device("accel", rank),
     )
-    scenarios = {
+    scenarios = {"mesh_2x2": mesh_2x2} if scenario_set == "2x2" else {
         "async_collectives": async_collectives,
         "groups": groups,
         "split_group": split,
@@ -413,9 +460,10 @@ def run(rank: int, world_size: int, store: str, output_dir: str) -> dict:
     results = {"world_size": world_size, "target": torch_accel._target_device_type()}
     for name, scenario in scenarios.items():
         results[name] = {device: to_cpu(outcome(scenario, device, rank, world_size)) for device in DEVICES}
-    results["checkpoint"] = {
-        device: to_cpu(outcome(checkpoint, device, rank, world_size, output_dir)) for device in DEVICES
-    }
+    if scenario_set != "2x2":
+        results["checkpoint"] = {
+            device: to_cpu(outcome(checkpoint, device, rank, world_size, output_dir)) for device in DEVICES
+        }
     dist.destroy_process_group()
     return results
 
@@ -423,7 +471,8 @@ def run(rank: int, world_size: int, store: str, output_dir: str) -> dict:
 def main() -> None:
     mode, rank, world_size, store, output_dir = sys.argv[1:6]
     assert mode == "accel", mode
-    results = run(int(rank), int(world_size), store, output_dir)
+    scenario_set = sys.argv[6] if len(sys.argv) > 6 else "all"
+    results = run(int(rank), int(world_size), store, output_dir, scenario_set)
     torch.save(results, os.path.join(output_dir, f"rank{rank}.pt"))
 
 

@@ -15,6 +15,8 @@ Distributed checkpoints are resharded across process counts: this process
 checkpoint the ranks saved sharded.
 """
 
+import os
+
 import pytest
 import torch
 
@@ -34,19 +36,27 @@ def _one_process_state(size: int) -> dict:
     }
 
 
+def _run_breadth_worker(output_dir, size: int, *args: str) -> list[dict]:
+    """test_distributed.py's launcher, running this file's worker over ``size`` ranks."""
+    import test_distributed
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(test_distributed, "WORKER", os.path.join(test_distributed.HERE, HERE_WORKER))
+        patch.setattr(test_distributed, "world_size", lambda: size)
+        if torch_accel.runtime() == "host":
+            patch.setenv("TORCH_ACCEL_HOST_DEVICES", str(max(size, torch_accel.device_count())))
+        return run_ranks("accel", output_dir, *args)
+
+
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory) -> list[dict]:
     import torch.distributed.checkpoint as dcp
-
-    import test_distributed
 
     output_dir = tmp_path_factory.mktemp("breadth_ranks")
     # A checkpoint saved by one process, on accel, for the ranks to load sharded.
     state = {name: value.to("accel") for name, value in _one_process_state(world_size()).items()}
     dcp.save(state, checkpoint_id=output_dir / "dcp_one_process")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(test_distributed, "WORKER", str(test_distributed.os.path.join(test_distributed.HERE, HERE_WORKER)))
-        results = run_ranks("accel", output_dir)
+    results = _run_breadth_worker(output_dir, world_size())
     for rank_results in results:
         rank_results["output_dir"] = output_dir
     return results
@@ -190,6 +200,34 @@ def test_2d_mesh_with_fsdp2_and_tensor_parallel_matches_cpu(ranks):
         got = results["mesh_2d"]["accel"]
         assert (got["coordinate"], got["shape"]) == ([0, rank], [1, len(ranks)])
         assert got["losses"][0]["tensor"].item() != got["losses"][-1]["tensor"].item()
+
+
+def test_2x2_mesh_over_four_ranks_matches_cpu(tmp_path):
+    # Four ranks, rank r on accel:r: the host runtime makes four devices; on
+    # the CUDA runtime it takes four GPUs.
+    if torch_accel.runtime() == "cuda" and torch_accel.device_count() < 4:
+        pytest.skip("a 2 x 2 mesh needs four GPUs on the CUDA runtime")
+    ranks = _run_breadth_worker(tmp_path, 4, "2x2")
+    check_scenario(ranks, "mesh_2x2", rtol=2e-2, atol=2e-2)
+    import _distributed_breadth_worker as worker
+
+    full = worker._values(0, "mesh_2x2_full", (4, 6))
+    for rank, results in enumerate(ranks):
+        got = results["mesh_2x2"]["accel"]
+        dp, tp = divmod(rank, 2)
+        assert got["coordinate"] == [dp, tp]
+        assert torch.equal(got["sharded_local"]["tensor"], full.chunk(2, 0)[dp].chunk(2, 1)[tp])
+        assert torch.equal(got["regathered_local"]["tensor"], full.chunk(2, 0)[tp])
+        assert torch.equal(got["full_tensor"]["tensor"], full)
+        # Groups along "tp" are {0, 1} and {2, 3}; along "dp" {0, 2} and {1, 3}.
+        along_tp = sum(worker._values(r, "mesh_2x2_tp", (4,)) for r in (2 * dp, 2 * dp + 1))
+        along_dp = sum(worker._values(r, "mesh_2x2_dp", (4,)) for r in (tp, tp + 2))
+        assert torch.equal(got["along_tp"]["tensor"], along_tp)
+        assert torch.equal(got["along_dp"]["tensor"], along_dp)
+    # FSDP2 + TP: every rank ends with the same full parameters.
+    for results in ranks[1:]:
+        for a, b in zip(results["mesh_2x2"]["accel"]["full_params"], ranks[0]["mesh_2x2"]["accel"]["full_params"]):
+            assert torch.equal(a["tensor"], b["tensor"])
 
 
 def test_dcp_loads_one_process_checkpoint_sharded(ranks):
