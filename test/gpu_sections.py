@@ -174,10 +174,13 @@ SECTIONS: tuple[Section, ...] = (
     Section(
         name="distributed",
         step="compile",
-        what="c10d backend accel over NCCL: world size 1 on one GPU, 2 ranks where two GPUs exist; DDP",
-        limit_s=240,
-        estimate_s=120,
-        tests=("test/test_distributed.py",),
+        what=(
+            "c10d backend accel over NCCL: world size 1 on one GPU, 2 ranks where two GPUs exist; DDP; "
+            "DeviceMesh, DTensor, FSDP2 mixed precision, tensor parallel, DCP against cpu"
+        ),
+        limit_s=300,
+        estimate_s=160,
+        tests=("test/test_distributed.py", "test/test_distributed_breadth.py"),
     ),
     # opinfo: PyTorch's operator database on the CUDA runtime --------------------------
     Section(
