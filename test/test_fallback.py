@@ -1,11 +1,15 @@
 """The alias fallback: every ATen operator runs on accel through the target's
 kernel over the same memory, with results bitwise equal to the target's."""
 
+import math
+import os
+
 import pytest
 import torch
 
 import torch_accel
 from conftest import run_python
+from test_cuda_visible_devices import stub_libraries  # noqa: F401 (a fixture)
 
 
 def to_accel(value, device="accel"):
@@ -601,6 +605,55 @@ def test_attention_follows_a_mocked_target_choice(target):
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split()[-2:] == ["True", "True"]
+
+
+# The CUDA runtime's flash branch, traced without a GPU: a stub NVML shows one
+# GPU, CUDA's choice is replaced by one that answers flash attention, and
+# make_fx records what SDPA runs for fake accel tensors (forward: autograd
+# would ask CUDA for streams).
+_MOCKED_CUDA_FLASH = """
+import json, torch, torch_accel
+from torch.nn.attention import SDPBackend
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.proxy_tensor import make_fx
+lib = torch.library.Library("aten", "IMPL")
+lib.impl("_fused_sdp_choice", lambda *args, **kwargs: int(SDPBackend.FLASH_ATTENTION), "CUDA")
+sdpa = torch.nn.functional.scaled_dot_product_attention
+graphs = {}
+for head_dim in (12, 16):
+    with FakeTensorMode():
+        q = torch.empty(2, 3, 24, head_dim, device="accel:0", dtype=torch.float16)
+        gm = make_fx(lambda q, k, v: sdpa(q, k, v, is_causal=True))(q, q, q)
+    graphs[head_dim] = [
+        [str(n.target), [a for a in n.args if not isinstance(a, torch.fx.Node)], n.kwargs.get("scale")]
+        for n in gm.graph.nodes if n.op == "call_function" and "getitem" not in str(n.target)
+    ]
+print(json.dumps([torch_accel.runtime(), graphs]))
+"""
+
+
+@pytest.mark.skipif(torch.version.cuda is None, reason="the installed torch has no CUDA, so torch_accel has no CUDA runtime")
+def test_attention_on_a_mocked_cuda_target_takes_cudas_flash_branch(stub_libraries):
+    import json
+
+    from test_cuda_visible_devices import UUIDS
+
+    env = {
+        "LD_LIBRARY_PATH": os.pathsep.join(filter(None, [stub_libraries, os.environ.get("LD_LIBRARY_PATH")])),
+        "STUB_NVML_UUIDS": UUIDS[0],
+        "CUDA_VISIBLE_DEVICES": "0",
+        "TORCH_ACCEL_RUNTIME": "cuda",
+    }
+    proc = run_python(_MOCKED_CUDA_FLASH, env=env)
+    assert proc.returncode == 0, proc.stderr
+    runtime, graphs = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert runtime == "cuda"
+    flash = "aten._scaled_dot_product_flash_attention.default"
+    # As ATen's composite for cuda: the head dimension padded to 8, the scale
+    # of the unpadded one, the padding sliced off; never the CPU operator.
+    pad = ["aten.constant_pad_nd.default", [[0, 4], 0.0], None]
+    assert graphs["12"] == [pad, pad, pad, [flash, [0.0, True], 1 / math.sqrt(12)], ["aten.slice.Tensor", [-1, 0, 12], None]]
+    assert graphs["16"] == [[flash, [0.0, True], 1 / math.sqrt(16)]]
 
 
 def test_ops_with_composite_and_target_kernels_run_the_targets(target):

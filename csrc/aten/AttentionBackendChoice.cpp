@@ -71,22 +71,34 @@ std::optional<at::Tensor> describeIfAccel(const std::optional<at::Tensor>& tenso
   return tensor.has_value() ? std::optional<at::Tensor>(describeIfAccel(*tensor)) : std::nullopt;
 }
 
+// Runs `choose` on accel:`device`: the target's checks may consult the
+// current device (CUDA: its compute capability). Where there is one device it
+// is current already, and is not set again (nor is a device needed: tests
+// that mock the target's choice trace fake tensors without a GPU).
+template <typename Choose> at::SDPBackend onDevice(c10::DeviceIndex device, Choose choose) {
+  c10::OptionalDeviceGuard device_guard;
+  if (runtime().deviceCount() > 1) {
+    device_guard.reset_device(c10::Device(kAccel, device));
+  }
+  return choose();
+}
+
 at::SDPBackend
 choiceForDescriptions(const sdp::sdp_params& target, c10::DeviceIndex device, std::optional<double> scale) {
-  // The target's checks may consult the current device (CUDA: its compute capability).
-  c10::DeviceGuard device_guard(c10::Device(kAccel, device));
   const auto target_keys =
       c10::DispatchKeySet(c10::computeDispatchKey(std::nullopt, at::kStrided, targetDevice(device)));
-  return static_cast<at::SDPBackend>(at::redispatch::_fused_sdp_choice(
-      target_keys,
-      target.query,
-      target.key,
-      target.value,
-      target.attn_mask,
-      target.dropout,
-      target.is_causal,
-      scale,
-      target.enable_gqa));
+  return onDevice(device, [&] {
+    return static_cast<at::SDPBackend>(at::redispatch::_fused_sdp_choice(
+        target_keys,
+        target.query,
+        target.key,
+        target.value,
+        target.attn_mask,
+        target.dropout,
+        target.is_causal,
+        scale,
+        target.enable_gqa));
+  });
 }
 
 sdp::sdp_params describeParams(
@@ -121,8 +133,7 @@ int64_t compositeSdpChoice(
   const c10::DeviceIndex device = query.device().index();
   at::SDPBackend choice = choiceForDescriptions(target, device, scale);
   if (choice == at::SDPBackend::flash_attention && !runtime().compositeRunsTargetFlashAttention()) {
-    c10::DeviceGuard device_guard(c10::Device(kAccel, device));
-    choice = runtime().flashAttentionSubstitute(target); // see the file comment
+    choice = onDevice(device, [&] { return runtime().flashAttentionSubstitute(target); }); // see the file comment
   }
   return static_cast<int64_t>(choice);
 }

@@ -58,10 +58,14 @@ at::Tensor flashAttentionAsForCuda(
   const c10::SymInt head_dim = query.sym_size(-1);
   // The scale is that of the unpadded head dimension.
   const double softmax_scale = sdp::calculate_scale(query, scale).guard_float(__FILE__, __LINE__);
+  // (padded in this order, as the composite does, so that graphs are cuda's)
+  const at::Tensor padded_query = padHeadDimension(query);
+  const at::Tensor padded_key = padHeadDimension(key);
+  const at::Tensor padded_value = padHeadDimension(value);
   at::Tensor out = std::get<0>(at::_scaled_dot_product_flash_attention(
-      padHeadDimension(query),
-      padHeadDimension(key),
-      padHeadDimension(value),
+      padded_query,
+      padded_key,
+      padded_value,
       dropout_p,
       is_causal,
       /*return_debug_mask=*/false,
