@@ -304,6 +304,20 @@ def test_snapshot_has_the_visualiser_format(recording):
     assert [e["time_us"] for e in trace] == sorted(e["time_us"] for e in trace)
 
 
+def test_snapshot_records_the_allocating_stream(recording):
+    # The stream is the native handle, as cuda's snapshot records the cudaStream_t.
+    side = torch_accel.Stream()
+    with torch_accel.stream(side):
+        on_side = allocate_for_the_snapshot()
+    on_default = allocate_for_the_snapshot()
+    snapshot = torch_accel.memory._snapshot()
+    assert _block_at(snapshot, on_side.data_ptr())[0]["stream"] == side.accel_stream != 0
+    assert _block_at(snapshot, on_default.data_ptr())[0]["stream"] == torch_accel.default_stream().accel_stream
+    alloc = next(e for e in snapshot["device_traces"][0] if e["action"] == "alloc" and e["addr"] == on_side.data_ptr())
+    assert alloc["stream"] == side.accel_stream
+    del on_side, on_default
+
+
 def test_memory_viz_reads_the_snapshot(recording, tmp_path):
     from torch.cuda import _memory_viz
 

@@ -14,8 +14,9 @@
 #include <c10/core/AllocatorConfig.h>
 #include <c10/util/Logging.h>
 
-#include <cstring>
+#include <cstdio>
 #include <limits>
+#include <string>
 
 namespace torch_accel {
 namespace {
