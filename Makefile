@@ -101,7 +101,9 @@ lint: install
 # runs the normal build. Host runtime only: it is what runs without a GPU.
 #
 # ASan must be the first library of the process: LD_PRELOAD brings it into
-# Python (and every subprocess the tests start). Leak detection is off: Python
+# Python (and every subprocess the tests start), followed by libstdc++, which
+# Python does not link: ASan's __cxa_throw interceptor finds the real one only
+# if it is loaded when ASan starts (else the first C++ exception aborts). Leak detection is off: Python
 # and PyTorch keep memory until exit on purpose. allocator_may_return_null: the
 # tests ask for impossibly large blocks and expect PyTorch's out-of-memory error.
 # Reports go to build/asan/reports (log_path): a finding in a subprocess whose
@@ -122,7 +124,8 @@ asan: install
 	cp $(ASAN_DIR)/lib/torch_accel/_C*.so $(ASAN_DIR)/tree/torch_accel/
 	reports=$$PWD/$(ASAN_DIR)/reports; python=$$PWD/$(PY); cd $(ASAN_DIR)/tree; \
 	status=0; \
-	LD_PRELOAD=$$(ldd torch_accel/_C*.so | awk '/libasan/ { print $$3 }') \
+	preload=$$(for lib in libasan libstdc++; do ldd torch_accel/_C*.so | awk -v lib=$$lib 'index($$1, lib) == 1 { print $$3 }'; done | xargs); \
+	LD_PRELOAD="$$preload" \
 	ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1:log_path=$$reports/asan:suppressions=$$PWD/test/asan.supp \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$$reports/ubsan \
 	PYTHONPATH=$$PWD "$$python" -m pytest $(ASAN_TESTS) $(PYTEST_ARGS) || status=$$?; \
