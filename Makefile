@@ -111,8 +111,14 @@ lint: install
 # test/asan.supp is the suppressions file; it may only name code outside this
 # project (PyTorch, Python), each entry with its reason.
 ASAN_DIR := build/asan
+# torch.compile: the tests that run generated code in this process (the others
+# start fresh interpreters to check registration, and take minutes under ASan).
+ASAN_COMPILE_TESTS := test_operator test_training_step test_allocation_in_generated_code \
+  test_empty_strided_for_generated_code test_reduce_overhead_training_step test_dynamic_shapes test_graph_break \
+  test_second_device test_copy_between_devices_in_a_graph test_compiled_function_on_a_side_stream \
+  test_streams_and_events_inside_a_compiled_function
 ASAN_TESTS ?= test/test_device.py test/test_streams_events.py test/test_memory.py test/test_fallback.py \
-  test/test_tensors.py test/test_random.py test/test_models.py test/test_compile.py
+  test/test_tensors.py test/test_random.py test/test_models.py $(addprefix test/test_compile.py::,$(ASAN_COMPILE_TESTS))
 asan: install
 	$(MAKE) -C third_party/accelrt asan
 	TORCH_ACCEL_SANITIZE=1 TORCH_ACCEL_BUILD_CUDA=0 $(PY) setup.py -q build_ext \
