@@ -101,7 +101,9 @@ lint: install
 # runs the normal build. Host runtime only: it is what runs without a GPU.
 #
 # ASan must be the first library of the process: LD_PRELOAD brings it into
-# Python (and every subprocess the tests start). Leak detection is off: Python
+# Python (and every subprocess the tests start), followed by libstdc++, which
+# Python does not link: ASan's __cxa_throw interceptor finds the real one only
+# if it is loaded when ASan starts (else the first C++ exception aborts). Leak detection is off: Python
 # and PyTorch keep memory until exit on purpose. allocator_may_return_null: the
 # tests ask for impossibly large blocks and expect PyTorch's out-of-memory error.
 # Reports go to build/asan/reports (log_path): a finding in a subprocess whose
@@ -109,8 +111,14 @@ lint: install
 # test/asan.supp is the suppressions file; it may only name code outside this
 # project (PyTorch, Python), each entry with its reason.
 ASAN_DIR := build/asan
+# torch.compile: the tests that run generated code in this process (the others
+# start fresh interpreters to check registration, and take minutes under ASan).
+ASAN_COMPILE_TESTS := test_operator test_training_step test_allocation_in_generated_code \
+  test_empty_strided_for_generated_code test_reduce_overhead_training_step test_dynamic_shapes test_graph_break \
+  test_second_device test_copy_between_devices_in_a_graph test_compiled_function_on_a_side_stream \
+  test_streams_and_events_inside_a_compiled_function
 ASAN_TESTS ?= test/test_device.py test/test_streams_events.py test/test_memory.py test/test_fallback.py \
-  test/test_tensors.py test/test_random.py test/test_models.py test/test_compile.py
+  test/test_tensors.py test/test_random.py test/test_models.py $(addprefix test/test_compile.py::,$(ASAN_COMPILE_TESTS))
 asan: install
 	$(MAKE) -C third_party/accelrt asan
 	TORCH_ACCEL_SANITIZE=1 TORCH_ACCEL_BUILD_CUDA=0 $(PY) setup.py -q build_ext \
@@ -122,7 +130,8 @@ asan: install
 	cp $(ASAN_DIR)/lib/torch_accel/_C*.so $(ASAN_DIR)/tree/torch_accel/
 	reports=$$PWD/$(ASAN_DIR)/reports; python=$$PWD/$(PY); cd $(ASAN_DIR)/tree; \
 	status=0; \
-	LD_PRELOAD=$$(ldd torch_accel/_C*.so | awk '/libasan/ { print $$3 }') \
+	preload=$$(for lib in libasan libstdc++; do ldd torch_accel/_C*.so | awk -v lib=$$lib 'index($$1, lib) == 1 { print $$3 }'; done | xargs); \
+	LD_PRELOAD="$$preload" \
 	ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1:log_path=$$reports/asan:suppressions=$$PWD/test/asan.supp \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$$reports/ubsan \
 	PYTHONPATH=$$PWD "$$python" -m pytest $(ASAN_TESTS) $(PYTEST_ARGS) || status=$$?; \

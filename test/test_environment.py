@@ -74,7 +74,10 @@ def test_memory_limit_in_range_is_exact():
     assert int(proc.stdout) == ((2**64 - 1) >> 20) << 20
 
 
-@pytest.mark.parametrize("name, accepted", [("TORCH_ACCEL_SKIP_EXTENSION", "0 or 1"), ("TORCH_ACCEL_BUILD_CUDA", "auto, 0 or 1")])
+@pytest.mark.parametrize(
+    "name, accepted",
+    [("TORCH_ACCEL_SKIP_EXTENSION", "0 or 1"), ("TORCH_ACCEL_BUILD_CUDA", "auto, 0 or 1"), ("TORCH_ACCEL_SANITIZE", "0 or 1")],
+)
 def test_build_variables(name, accepted):
     # setup.py reads them before building anything (--name builds nothing).
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
