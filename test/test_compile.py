@@ -202,8 +202,7 @@ def lower(fn, device, *shapes):
             return graph.codegen()[0].value
 
 
-def layer_norm_backward(x, w, grad):
-    out, mean, rstd = torch.ops.aten.native_layer_norm(x, [x.shape[-1]], w, None, 1e-5)
+def layer_norm_backward(x, w, grad, mean, rstd):
     return torch.ops.aten.native_layer_norm_backward(grad, x, [x.shape[-1]], mean, rstd, w, None, [True, True, False])[:2]
 
 
@@ -214,9 +213,13 @@ def efficient_attention(q, k, v, bias_source):
 
 f32 = torch.float32
 GRAPHS = {
-    "online_softmax": (lambda x: torch.softmax(x, -1), [((32, 16384), f32)]),
-    # sizes at Inductor's thresholds for mix-order fusion (codegen only: no memory)
-    "mix_order_reduction": (layer_norm_backward, [((32768, 256), f32), ((256,), f32), ((32768, 256), f32)]),
+    # rows too wide for a persistent reduction, enough of them not to split it (codegen only: no memory)
+    "online_softmax": (lambda x: torch.softmax(x, -1), [((1024, 16384), f32)]),
+    # a layer norm's backward at the sizes mix-order fusion is for
+    "mix_order_reduction": (
+        layer_norm_backward,
+        [((32768, 256), f32), ((256,), f32), ((32768, 256), f32), ((32768, 1), f32), ((32768, 1), f32)],
+    ),
     "bmm_batch_1": (lambda a, b: torch.bmm(a, b) + 1, [((1, 64, 32), f32), ((1, 32, 16), f32)]),
 }
 for dtype in (torch.float16, torch.bfloat16):
@@ -239,7 +242,7 @@ def as_cuda_code(code: str) -> str:
             continue
         line = re.sub(r"empty_strided_accel\((.*), \d+\)", r"empty_strided_cuda(\1)", line)
         line = line.replace("torch.accel.device(", "torch.cuda._DeviceGuard(").replace("torch.accel.set_device(", "torch.cuda.set_device(")
-        lines.append(line.replace("accel:", "cuda:"))
+        lines.append(line.replace("accel:", "cuda:").replace("device_str='accel'", "device_str='cuda'"))
     return "\n".join(lines)
 
 
