@@ -167,9 +167,9 @@ SECTIONS: tuple[Section, ...] = (
         name="compile",
         step="compile",
         what="torch.compile: Inductor's Triton kernels compiled and launched on accel streams",
-        limit_s=330,
-        estimate_s=200,
-        tests=("test/test_compile.py",),
+        limit_s=450,
+        estimate_s=280,
+        tests=("test/test_compile.py", "test/test_compile_triton.py"),
     ),
     Section(
         name="distributed",

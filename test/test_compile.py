@@ -9,6 +9,7 @@ torch_accel (see _cases.py for why).
 
 import difflib
 import importlib.util
+import json
 import logging
 import re
 
@@ -177,6 +178,112 @@ def test_cuda_runtime_generates_triton_launched_on_the_accel_stream():
     assert re.search(r"empty_strided_accel\(.*, 1\)", code)
     assert "stream1 = get_raw_stream(1)" in code
     assert re.search(r"triton_\w+\.run\(.*stream=stream1\)", code)
+
+
+# Inductor's choices for cuda, made for accel's Triton code: the same graphs
+# lowered for accel:0 (the CUDA runtime, as in _TRITON_CODEGEN) and for cuda:0,
+# through the passes compile_fx runs (joint graph, post grad) and GraphLowering.
+_CUDA_CHOICES_CODEGEN = (
+    _TRITON_CODEGEN[: _TRITON_CODEGEN.index("fn = lambda t:")].replace(
+        "from torch._inductor.debug import DebugContext",
+        "import json\nfrom torch._inductor.compile_fx import _recursive_post_grad_passes\n"
+        "from torch._inductor.debug import DebugContext\nfrom torch._inductor.fx_passes.joint_graph import joint_graph_passes",
+    )
+    + """
+
+def lower(fn, device, *shapes):
+    mode = FakeTensorMode()
+    with mode:
+        inputs = [torch.empty(*shape, dtype=dtype, device=device) for shape, dtype in shapes]
+    gm = make_fx(fn, decomposition_table=select_decomp_table())(*inputs)
+    with V.set_fake_mode(mode), DebugContext():
+        joint_graph_passes(gm)
+        _recursive_post_grad_passes(gm, is_inference=True)
+        graph = GraphLowering(gm, example_inputs=inputs)
+        with V.set_graph_handler(graph):
+            graph.run(*inputs)
+            return graph.codegen()[0].value
+
+
+def layer_norm_backward(x, w, grad, mean, rstd):
+    return torch.ops.aten.native_layer_norm_backward(grad, x, [x.shape[-1]], mean, rstd, w, None, [True, True, False])[:2]
+
+
+def efficient_attention(q, k, v, bias_source):
+    # A computed bias: Inductor chooses its strides.
+    return torch.ops.aten._scaled_dot_product_efficient_attention(q, k, v, bias_source * 2, False)[0]
+
+
+f32 = torch.float32
+GRAPHS = {
+    # rows too wide for a persistent reduction, enough of them not to split it (codegen only: no memory)
+    "online_softmax": (lambda x: torch.softmax(x, -1), [((1024, 16384), f32)]),
+    # a layer norm's backward at the sizes mix-order fusion is for
+    "mix_order_reduction": (
+        layer_norm_backward,
+        [((32768, 256), f32), ((256,), f32), ((32768, 256), f32), ((32768, 1), f32), ((32768, 1), f32)],
+    ),
+    "bmm_batch_1": (lambda a, b: torch.bmm(a, b) + 1, [((1, 64, 32), f32), ((1, 32, 16), f32)]),
+}
+for dtype in (torch.float16, torch.bfloat16):
+    for length in (12, 13):
+        GRAPHS[f"attention_bias_{str(dtype)[6:]}_{length}"] = (
+            efficient_attention,
+            [((2, 4, length, 8), dtype)] * 3 + [((2, 4, length, length), dtype)],
+        )
+print(json.dumps({name: {d: lower(fn, d, *shapes) for d in ("accel:0", "cuda:0")} for name, (fn, shapes) in GRAPHS.items()}))
+"""
+)
+
+
+def as_cuda_code(code: str) -> str:
+    """accel's generated code with accel's names for device, allocation,
+    guard and stream written as cuda's, and without comments."""
+    lines = []
+    for line in code.splitlines():
+        if not line.strip() or re.match(r"\s*#", line) or re.match(r"from (torch_accel\._C|torch\._C) import _", line.strip()):
+            continue
+        line = re.sub(r"empty_strided_accel\((.*), \d+\)", r"empty_strided_cuda(\1)", line)
+        line = line.replace("torch.accel.device(", "torch.cuda._DeviceGuard(").replace("torch.accel.set_device(", "torch.cuda.set_device(")
+        lines.append(line.replace("accel:", "cuda:").replace("device_str='accel'", "device_str='cuda'"))
+    return "\n".join(lines)
+
+
+@pytest.fixture(scope="module")
+def cuda_choices_code():
+    proc = run_python(_CUDA_CHOICES_CODEGEN, env={"TORCH_ACCEL_RUNTIME": "host"}, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+_CUDA_CHOICES = [
+    "online_softmax",
+    "mix_order_reduction",
+    "bmm_batch_1",
+    *(f"attention_bias_{dtype}_{length}" for dtype in ("float16", "bfloat16") for length in (12, 13)),
+]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="needs the triton package")
+@pytest.mark.parametrize("name", _CUDA_CHOICES)
+def test_cuda_choices_generate_cudas_code(name, cuda_choices_code):
+    accel, cuda = cuda_choices_code[name]["accel:0"], cuda_choices_code[name]["cuda:0"]
+    assert "empty_strided_accel(" in accel and "torch.accel.device(0)" in accel
+    accel, cuda = as_cuda_code(accel), as_cuda_code(cuda)
+    assert accel == cuda, "\n".join(difflib.unified_diff(cuda.splitlines(), accel.splitlines(), "cuda", "accel", lineterm=""))
+    # ... and the choice is the one cuda makes:
+    if name == "online_softmax":
+        assert "triton_helpers.online_softmax_combine(" in accel
+    elif name == "mix_order_reduction":
+        assert "'grid_type': 'MixOrderReductionGrid'" in accel
+    elif name == "bmm_batch_1":
+        assert "extern_kernels.mm(" in accel and "extern_kernels.bmm(" not in accel
+    else:
+        # The bias rows padded to a multiple of 8 elements, as CUDA's kernel requires.
+        length = int(name.rsplit("_", 1)[1])
+        row = -(-length // 8) * 8
+        strides = f"({4 * length * row}, {length * row}, {row}, 1)"
+        assert re.search(rf"empty_strided_cuda\(\(2, 4, {length}, {length}\), {re.escape(strides)}, torch\.", accel), accel
 
 
 def test_accel_is_a_gpu_type_on_the_cuda_runtime_before_anything_is_traced():

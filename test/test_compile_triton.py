@@ -24,6 +24,10 @@ import _triton_cases
 import torch_accel
 from conftest import run_python, run_target_cases
 
+# Both child processes run in the first test's setup; the interpreter is slow
+# on a loaded machine (about 90 s of CPU time on the host runtime).
+pytestmark = pytest.mark.timeout(900)
+
 RUNTIME = torch_accel.runtime()
 INTERPRETED = RUNTIME == "host"
 # Triton kernels against the target's eager kernels: other kernels, so other
@@ -33,9 +37,9 @@ TOLERANCES = {torch.float32: dict(rtol=1e-4, atol=1e-5), torch.float16: dict(rto
 
 
 def _mode_env(**extra: str) -> dict:
-    env = dict(os.environ, TORCH_ACCEL_INDUCTOR="triton", **extra)
+    env = dict(os.environ, TORCH_ACCEL_INDUCTOR="triton")
     env.pop("TRITON_INTERPRET", None)  # the mode sets it on the host runtime
-    return env
+    return {**env, **extra}
 
 
 @pytest.fixture(scope="module")
@@ -100,35 +104,38 @@ def test_second_device_is_guarded(compiled, two_devices):
 
 def test_dynamic_shapes_compile_once(compiled):
     assert compiled["dynamic_shapes"]["frames"] == 1
-    assert re.search(r"def triton_\w+\(.*ks0", compiled["dynamic_shapes"]["code"]) or "xnumel = " in compiled["dynamic_shapes"]["code"]
+    # The sizes are the graph's inputs, passed on to the kernels.
+    code = compiled["dynamic_shapes"]["code"]
+    assert re.search(r"assert_size_stride\(arg\d+_1, \((s\d+), (s\d+)\), \(\2, 1\)\)", code)
+    assert re.search(r"triton_\w+\.run\(.*s\d+.*stream=stream0\)", code)
 
 
 def test_training_compiles_forward_and_backward(compiled):
     for name in ("training_step", "transformer_block"):
         code = compiled[name]["code"]
-        assert code.count("# AOT ID:") == 2, name  # the forward and the backward graph
-        assert "_backward" in code or "backward" in code.split("# AOT ID:")[2]
+        assert re.findall(r"# AOT ID: \['\d+_(\w+)'\]", code) == ["forward", "backward"], name
 
 
 # --- Inductor's cuda choices, made for accel's Triton code --------------------
 
 
-def test_online_softmax_for_wide_rows(compiled):
-    # Rows of 16384 elements are reduced in a loop: cuda computes max and sum
-    # in one pass (the online softmax), and so does accel.
+def test_online_softmax_for_rows_reduced_in_a_loop(compiled):
+    # Rows reduced in a loop (cuda: rows of more than 1024 elements, e.g.
+    # 16384): cuda computes max and sum in one pass (the online softmax), and
+    # so does accel.
     code = compiled["online_softmax"]["code"]
-    assert "online_softmax" in code
+    assert "triton_helpers.online_softmax_combine(" in code
 
 
 def test_mix_order_reduction(compiled):
     # The layer norm's backward: row and column reductions of the same tensor in one kernel.
     code = compiled["mix_order_reduction"]["code"]
-    assert "'mix_order_reduction': True" in code or "MixOrderReduction" in code
+    assert "'grid_type': 'MixOrderReductionGrid'" in code
 
 
 def test_bmm_of_batch_one_is_mm(compiled):
     code = compiled["bmm_batch_1"]["code"]
-    assert "extern_kernels.mm(" in code and "bmm" not in code.split("def call(")[1]
+    assert "extern_kernels.mm(" in code and "extern_kernels.bmm(" not in code
 
 
 # --- The mode ------------------------------------------------------------------
@@ -146,7 +153,7 @@ def test_mode_values(monkeypatch):
         kernels_for_runtime("cuda")
     for bad in ("Triton", "c++", " triton", "1"):
         monkeypatch.setenv("TORCH_ACCEL_INDUCTOR", bad)
-        with pytest.raises(ValueError, match=f"TORCH_ACCEL_INDUCTOR must be one of auto, cpp, triton; got '{bad}'"):
+        with pytest.raises(ValueError, match=re.escape(f"TORCH_ACCEL_INDUCTOR must be one of auto, cpp, triton; got '{bad}'")):
             kernels_for_runtime("host")
 
 
