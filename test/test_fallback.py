@@ -81,7 +81,7 @@ OPS = {
     "split": lambda x, y: torch.split(x, 2, dim=1),
     "chunk_then_add": lambda x, y: [c + 1 for c in x.chunk(2)],
     "foreach_add": lambda x, y: torch._foreach_add([x, y], [y, x]),
-    # Unboxed kernels of the per-op benchmark list (csrc/aten/TargetKernels.cpp).
+    # The per-op benchmark list (most of them unboxed kernels: csrc/aten/TargetKernels.cpp).
     "clone": lambda x, y: x.clone(),
     "contiguous_of_transposed": lambda x, y: x.t().contiguous(),
     "clone_preserves_strides": lambda x, y: x.t().clone(),
