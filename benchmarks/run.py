@@ -124,7 +124,8 @@ def bench_ops(quick: bool) -> list[dict]:
 # torch_accel are imported and the cases built (--instr-atstart=no, then
 # callgrind_control -i on: an uninstrumented start is ~3x faster), and
 # collecting only around each timed loop (torch._C._valgrind_toggle; each
-# loop's counts go to a dump file of their own).
+# loop's counts go to a dump file of their own). Kernels run on one thread
+# there (both devices alike), so that the counts repeat from run to run.
 
 CALLGRIND_WARMUP, CALLGRIND_ITERATIONS = 3, 20
 
@@ -133,6 +134,9 @@ def callgrind_child(out_dir: str) -> None:
     """Runs in the process under callgrind: every op, accel's and the
     target's, collected around CALLGRIND_ITERATIONS calls each (after
     CALLGRIND_WARMUP uncollected ones), in the order written to order.json."""
+    # One thread: valgrind runs threads one at a time, and a thread pool's
+    # workers spinning while they wait would add a varying count.
+    torch.set_num_threads(1)
     cases = {"accel": op_cases("accel"), TARGET: op_cases(TARGET)}
     subprocess.run(["callgrind_control", "--instr=on", str(os.getpid())], check=True, capture_output=True)
     order = []
@@ -168,7 +172,8 @@ def bench_instructions(quick: bool) -> list[dict]:
             "--callgrind-child",
             out_dir,
         ]
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=1200, cwd=ROOT)
+        env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=1200, cwd=ROOT, env=env)
         if proc.returncode != 0:
             raise RuntimeError(f"the callgrind child exited with {proc.returncode}: {' | '.join(proc.stderr.strip().splitlines()[-3:])}")
         with open(os.path.join(out_dir, "order.json")) as f:

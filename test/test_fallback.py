@@ -86,6 +86,17 @@ OPS = {
     "split": lambda x, y: torch.split(x, 2, dim=1),
     "chunk_then_add": lambda x, y: [c + 1 for c in x.chunk(2)],
     "foreach_add": lambda x, y: torch._foreach_add([x, y], [y, x]),
+    # The per-op benchmark list (most of them unboxed kernels: csrc/aten/TargetKernels.cpp).
+    "clone": lambda x, y: x.clone(),
+    "contiguous_of_transposed": lambda x, y: x.t().contiguous(),
+    "clone_preserves_strides": lambda x, y: x.t().clone(),
+    "lerp_": lambda x, y: x.clone().lerp_(y, 0.3),
+    "addcmul_": lambda x, y: x.clone().addcmul_(y, x, value=0.5),
+    "gt": lambda x, y: x > y,
+    "eq_scalar": lambda x, y: x == 0,
+    "masked_fill": lambda x, y: x.masked_fill(y > 0, -1.5),
+    "item": lambda x, y: x[2, 3].item(),
+    "topk_smallest": lambda x, y: torch.topk(x, 2, dim=0, largest=False),
     "complex_conj_matmul": lambda x, y: torch.complex(x, y).conj() @ torch.complex(y, x).t(),
     "neg_view_mul": lambda x, y: torch.complex(x, y).conj().imag * 2,
     "flip": lambda x, y: x.flip(0),
@@ -322,13 +333,39 @@ def test_cpu_index_tensors_are_accepted_as_cuda_accepts_them():
     assert torch.equal(x[torch.tensor([1, 5])].cpu(), torch.tensor([1.0, 5.0]))
 
 
-def test_foreach_inplace_on_lists(target):
-    tensors = [torch.randn(3, device="accel") for _ in range(3)]
-    references = [t.to(target) for t in tensors]
-    torch._foreach_mul_(tensors, 3.0)
-    torch._foreach_mul_(references, 3.0)
+FOREACH_INPLACE = {
+    "mul_scalar": lambda ts, os: torch._foreach_mul_(ts, 3.0),
+    "mul_list": lambda ts, os: torch._foreach_mul_(ts, os),
+    "add_scalar": lambda ts, os: torch._foreach_add_(ts, 0.25),
+    "add_list_alpha": lambda ts, os: torch._foreach_add_(ts, os, alpha=-0.5),
+    # A list that is its own other operand: the same target views on both sides.
+    "add_list_to_itself": lambda ts, os: torch._foreach_add_(ts, ts),
+    "mul_list_of_views_of_one_tensor": lambda ts, os: torch._foreach_mul_(list(ts[0].view(3, 1).unbind(0)), list(os[0].view(3, 1))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FOREACH_INPLACE))
+def test_foreach_inplace_on_lists(name, target):
+    # The optimizers' updates (unboxed kernels): in place, bitwise the target's.
+    torch.manual_seed(0)
+    references = [torch.randn(shape, device=target) for shape in ((3,), (2, 2), (3,))]
+    others = [torch.randn_like(r) for r in references]
+    tensors = [r.to("accel") for r in references]
+    accel_others = [o.to("accel") for o in others]
+    data_ptrs = [t.data_ptr() for t in tensors]
+    before = fallback_calls()
+    FOREACH_INPLACE[name](tensors, accel_others)
+    assert fallback_calls() == before + 1
+    FOREACH_INPLACE[name](references, others)
     for t, r in zip(tensors, references):
         assert torch.equal(t.to(target), r)
+    assert [t.data_ptr() for t in tensors] == data_ptrs
+
+
+def test_foreach_inplace_list_mixing_devices_is_an_error(two_devices):
+    tensors = [torch.ones(2, device="accel:0"), torch.ones(2, device="accel:1")]
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        torch._foreach_add_(tensors, [torch.ones(2, device="accel:0"), torch.ones(2, device="accel:1")])
 
 
 @pytest.mark.parametrize(

@@ -4,13 +4,21 @@
 #include <csrc/aten/TargetTensor.h>
 
 #include <ATen/ATen.h>
+#include <ATen/ops/_local_scalar_dense_ops.h>
 #include <torch/library.h>
 
 namespace torch_accel {
 namespace {
 
 at::Scalar local_scalar_dense(const at::Tensor& self) {
-  return at::_local_scalar_dense(toTarget(self));
+  // Straight to the target's kernel (the target view has no autograd or
+  // other keys to dispatch through), and the view handed back for the next
+  // call: a loop that reads a scalar per step pays neither a full dispatch
+  // nor a new TensorImpl per read.
+  at::Tensor target = toTarget(self);
+  at::Scalar value = at::_ops::_local_scalar_dense::redispatch(c10::DispatchKeySet(targetDispatchKey()), target);
+  recycleTarget(std::move(target));
+  return value;
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
