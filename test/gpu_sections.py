@@ -173,7 +173,7 @@ SECTIONS: tuple[Section, ...] = (
     ),
     Section(
         name="distributed",
-        step="compile",
+        step="generic",
         what=(
             "c10d backend accel over NCCL: world size 1 on one GPU, 2 ranks where two GPUs exist; DDP; "
             "DeviceMesh, DTensor, FSDP2 mixed precision, tensor parallel, DCP against cpu"
