@@ -244,7 +244,7 @@ def as_cuda_code(code: str) -> str:
         if not line.strip() or re.match(r"\s*#", line) or re.match(r"from (torch_accel\._C|torch\._C) import _", line.strip()):
             continue
         line = re.sub(r"empty_strided_accel\((.*), \d+\)", r"empty_strided_cuda(\1)", line)
-        line = line.replace("torch.accel.device(", "torch.cuda._DeviceGuard(").replace("torch.accel.set_device(", "torch.cuda.set_device(")
+        line = line.replace("torch.accel._DeviceGuard(", "torch.cuda._DeviceGuard(").replace("torch.accel._C._set_device(", "torch.cuda.set_device(")
         lines.append(line.replace("accel:", "cuda:").replace("device_str='accel'", "device_str='cuda'"))
     return "\n".join(lines)
 
@@ -268,7 +268,7 @@ _CUDA_CHOICES = [
 @pytest.mark.parametrize("name", _CUDA_CHOICES)
 def test_cuda_choices_generate_cudas_code(name, cuda_choices_code):
     accel, cuda = cuda_choices_code[name]["accel:0"], cuda_choices_code[name]["cuda:0"]
-    assert "empty_strided_accel(" in accel and "torch.accel.device(0)" in accel
+    assert "empty_strided_accel(" in accel and "torch.accel._DeviceGuard(0)" in accel
     accel, cuda = as_cuda_code(accel), as_cuda_code(cuda)
     assert accel == cuda, "\n".join(difflib.unified_diff(cuda.splitlines(), accel.splitlines(), "cuda", "accel", lineterm=""))
     # ... and the choice is the one cuda makes:
