@@ -9,7 +9,9 @@ import torch
 def add_in_place(tensor, value, done):
     """Process argument: adds `value` to the sender's tensor, in place."""
     tensor.add_(value)
-    done.put(("added", str(tensor.device), tensor.cpu()))
+    # Values, not a cpu tensor: a cpu tensor travels as a file descriptor that
+    # the receiver fetches from this process, which may have exited by then.
+    done.put(("added", str(tensor.device), tensor.tolist()))
 
 
 def serve(requests, replies):

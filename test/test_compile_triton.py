@@ -98,7 +98,7 @@ def test_case(name, compiled, reference):
 
 def test_second_device_is_guarded(compiled, two_devices):
     code = compiled["second_device"]["code"]
-    assert "with torch.accel.device(1):" in code
+    assert "with torch.accel._DeviceGuard(1):" in code
     assert re.search(r"empty_strided_accel\(.*, 1\)", code)
 
 

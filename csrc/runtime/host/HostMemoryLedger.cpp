@@ -21,6 +21,27 @@ size_t poolOf(size_t size) {
 
 constexpr size_t kAggregate = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
 
+// Calls `fn` on every c10::CachingAllocator::Stat of `stats` (each pool's, and
+// the oversize ones): what resetting peaks or accumulated counts goes over.
+template <typename Fn> void forEachStat(c10::CachingDeviceAllocator::DeviceStats& stats, Fn fn) {
+  for (auto* pools :
+       {&stats.allocation,
+        &stats.segment,
+        &stats.active,
+        &stats.inactive_split,
+        &stats.allocated_bytes,
+        &stats.reserved_bytes,
+        &stats.active_bytes,
+        &stats.inactive_split_bytes,
+        &stats.requested_bytes}) {
+    for (auto& stat : *pools) {
+      fn(stat);
+    }
+  }
+  fn(stats.oversize_allocations);
+  fn(stats.oversize_segments);
+}
+
 } // namespace
 
 HostMemoryLedger::HostMemoryLedger() {
@@ -167,43 +188,13 @@ c10::CachingDeviceAllocator::DeviceStats HostMemoryLedger::stats(c10::DeviceInde
 void HostMemoryLedger::resetPeakStats(c10::DeviceIndex device) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto& stats = stats_[device];
-  for (auto* array :
-       {&stats.allocation,
-        &stats.segment,
-        &stats.active,
-        &stats.inactive_split,
-        &stats.allocated_bytes,
-        &stats.reserved_bytes,
-        &stats.active_bytes,
-        &stats.inactive_split_bytes,
-        &stats.requested_bytes}) {
-    for (auto& stat : *array) {
-      stat.reset_peak();
-    }
-  }
-  stats.oversize_allocations.reset_peak();
-  stats.oversize_segments.reset_peak();
+  forEachStat(stats, [](c10::CachingAllocator::Stat& stat) { stat.reset_peak(); });
 }
 
 void HostMemoryLedger::resetAccumulatedStats(c10::DeviceIndex device) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto& stats = stats_[device];
-  for (auto* array :
-       {&stats.allocation,
-        &stats.segment,
-        &stats.active,
-        &stats.inactive_split,
-        &stats.allocated_bytes,
-        &stats.reserved_bytes,
-        &stats.active_bytes,
-        &stats.inactive_split_bytes,
-        &stats.requested_bytes}) {
-    for (auto& stat : *array) {
-      stat.reset_accumulated();
-    }
-  }
-  stats.oversize_allocations.reset_accumulated();
-  stats.oversize_segments.reset_accumulated();
+  forEachStat(stats, [](c10::CachingAllocator::Stat& stat) { stat.reset_accumulated(); });
   stats.num_alloc_retries = 0;
   stats.num_ooms = 0;
   stats.num_sync_all_streams = 0;
