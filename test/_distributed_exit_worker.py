@@ -3,7 +3,9 @@ backend (or one named on the command line), DDP and FSDP2 training on accel,
 then exit with or without destroy_process_group(). test_distributed.py checks
 that every rank exits 0 and what it reports.
 
-Usage: _distributed_exit_worker.py RANK WORLD_SIZE STORE OUTPUT DESTROY(0|1) [BACKEND]
+Usage: _distributed_exit_worker.py RANK WORLD_SIZE STORE OUTPUT DESTROY(0|1) [BACKEND] [PROGRAM]
+
+BACKEND "" is the default backend; PROGRAM is "ddp+fsdp" (the default) or "ddp".
 """
 
 import sys
@@ -36,13 +38,19 @@ def train(module: torch.nn.Module, rank: int, steps: int = 2) -> list[float]:
 def main() -> None:
     rank, world_size, store, output, destroy = sys.argv[1:6]
     rank, world_size = int(rank), int(world_size)
-    backend = sys.argv[6] if len(sys.argv) > 6 else None
+    backend = (sys.argv[6] if len(sys.argv) > 6 else "") or None
+    program = sys.argv[7] if len(sys.argv) > 7 else "ddp+fsdp"
     import torch_accel  # noqa: F401 - autoload imports it too; named for clarity
 
     torch.accel.set_device(rank)
     dist.init_process_group(backend, init_method=f"file://{store}", rank=rank, world_size=world_size)
     results = {"backend": dist.get_backend(), "config": dist.get_backend_config()}
     results["ddp"] = train(DistributedDataParallel(model(), device_ids=[rank]), rank)
+    if program == "ddp":
+        torch.save(results, output)
+        if destroy == "1":
+            dist.destroy_process_group()
+        return
     fsdp = model()
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     for layer in fsdp:

@@ -37,6 +37,11 @@ def serve(requests, replies):
             assert requests.get(timeout=60) == "taken"
             del produced
             replies.put("freed")
+        elif what == "wait_event":
+            # The parent's interprocess event, then its tensor, read here.
+            tensor, event = payload
+            event.wait()
+            replies.put(tensor.tolist())
         elif what == "exit":
             # Dies holding the tensor it received, without a clean exit.
             os._exit(3)

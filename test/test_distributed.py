@@ -463,7 +463,7 @@ def test_import_registers_without_new_imports():
 # --- Programs as users write them: default backend, DDP, FSDP2, exit ----------
 
 
-def run_program(tmp_path, destroy: bool, *backend: str) -> list[dict]:
+def run_program(tmp_path, destroy: bool, *backend: str, outputs: list | None = None) -> list[dict]:
     """Every rank of test/_distributed_exit_worker.py; each must exit 0, with
     no abort message, whether or not it destroyed its process group."""
     script = os.path.join(HERE, "_distributed_exit_worker.py")
@@ -480,7 +480,7 @@ def run_program(tmp_path, destroy: bool, *backend: str) -> list[dict]:
         )
         for rank in range(size)
     ]
-    outputs = []
+    outputs = [] if outputs is None else outputs
     try:
         for proc in procs:
             outputs.append(proc.communicate(timeout=RUN_TIMEOUT_S)[0])
@@ -523,3 +523,22 @@ def test_engine_named_for_accel_program_exits_cleanly_after_destroy(tmp_path):
         assert results["backend"] == f"cpu:gloo,accel:{engine}"
         assert results["config"] == "cpu:gloo,accel:accel"
     check_training(ranks)
+
+
+NOT_DESTROYED = "WARNING: destroy_process_group() was not called before program exit, which can leak resources"
+
+
+@pytest.mark.parametrize("destroy", [False, True], ids=["forgotten", "destroyed"])
+def test_forgotten_destroy_process_group_warns_as_nccl_does(tmp_path, destroy):
+    # ProcessGroupNCCL's destructor warns (once, from one rank per machine)
+    # when the program did not destroy the group, and the program exits 0;
+    # accel's backend does the same on either engine. (In the DDP+FSDP2
+    # program above torch itself keeps the group alive until the process
+    # ends, so no group destructor runs there, and nothing is said.)
+    outputs = []
+    ranks = run_program(tmp_path, destroy, "", "ddp", outputs=outputs)
+    assert all(len(results["ddp"]) == 2 for results in ranks)
+    assert (NOT_DESTROYED in outputs[0]) != destroy, outputs[0][-3000:]
+    assert outputs[0].count(NOT_DESTROYED) <= 1
+    # One rank per machine (of torch.accel.device_count() ranks) says it.
+    assert NOT_DESTROYED not in "".join(outputs[1:])

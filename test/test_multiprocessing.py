@@ -3,8 +3,13 @@
 The stock torch.multiprocessing sends accel tensors as it sends cuda tensors:
 the receiver's tensor is over the sender's accel memory (in-place writes are
 seen on both sides), and the memory lives while any process holds it. Where
-the runtime cannot share (the CUDA runtime, for now) the sending process gets
-a clear error naming accel, never a receiver left waiting.
+a storage cannot be shared the sending process gets a clear error naming
+accel, never a receiver left waiting. The same tests run on both runtimes
+(host: shared memory segments; CUDA: CUDA IPC handles, run by make gpu-test's
+multiprocessing section); the tests with FakeRuntimeHandles run
+torch_accel.multiprocessing's side of a runtime that shares by handle, as
+the CUDA runtime does, on any machine. As for cuda, a receiver uses an accel
+tensor while the process that made it lives.
 
 Each multi-process test is bounded: queues are read with timeouts, processes
 joined with timeouts and killed if still alive, and pytest-timeout stops the
@@ -34,15 +39,6 @@ pytestmark = pytest.mark.timeout(150)
 ForkingPickler = multiprocessing.reduction.ForkingPickler
 
 
-def sharing_works() -> bool:
-    return torch_accel._C._runtime_name() == "host"
-
-
-needs_sharing = pytest.mark.skipif(
-    not sharing_works(), reason="sharing accel memory between processes is implemented on the host runtime only"
-)
-
-
 def join(*procs, expect_exitcode=0):
     for proc in procs:
         proc.join(TIMEOUT_S)
@@ -57,7 +53,6 @@ def join(*procs, expect_exitcode=0):
 # --- In this process: the reduction itself ------------------------------------------
 
 
-@needs_sharing
 def test_reduction_keeps_the_senders_tensors_and_views(two_devices):
     base = torch.arange(12.0, device="accel:1")
     view = base[2:8].view(2, 3)
@@ -73,7 +68,6 @@ def test_reduction_keeps_the_senders_tensors_and_views(two_devices):
     assert torch.equal((view.flatten()[:3] + other).cpu(), torch.tensor([4.0, 5.0, 6.0]))
 
 
-@needs_sharing
 def test_received_in_the_same_process_is_the_same_storage():
     tensor = torch.arange(6, dtype=torch.int32, device="accel")
     payload = ForkingPickler.dumps(tensor)
@@ -97,10 +91,10 @@ def test_cpu_tensors_keep_torchs_reduction():
     assert torch.equal(received, tensor) and received.is_shared()
 
 
-def test_a_runtime_that_cannot_share_fails_in_the_sender(monkeypatch):
-    # The CUDA runtime's answer for now (its shareStorage raises): the error
-    # reaches the sending process, naming accel. A spawned Process pickles its
-    # arguments in start(), so start() raises and no child waits.
+def test_a_storage_that_cannot_be_shared_fails_in_the_sender(monkeypatch):
+    # Where the runtime cannot share a storage (shared memory exhausted, say),
+    # the error reaches the sending process, naming accel. A spawned Process
+    # pickles its arguments in start(), so start() raises and no child waits.
     def refuse(storage):
         raise RuntimeError("Sharing accel tensors between processes (torch.multiprocessing) is not supported")
 
@@ -115,6 +109,114 @@ def test_a_runtime_that_cannot_share_fails_in_the_sender(monkeypatch):
     assert proc.exitcode is None and not proc.is_alive()
 
 
+class FakeRuntimeHandles:
+    """Stands in for a runtime that shares by handle bytes, without a file
+    descriptor (the CUDA runtime: CUDA IPC handles, a cache key per block and
+    offset), to run torch_accel.multiprocessing's side of it on any machine.
+    Receiving "in another process" is receiving after this process' cache
+    forgot the storage."""
+
+    def __init__(self, monkeypatch):
+        self.shared = 0
+        self.reused = []
+        self.opened = []
+        self.memory = {}
+        monkeypatch.setattr(accel_multiprocessing._C, "_share_storage", self.share)
+        monkeypatch.setattr(accel_multiprocessing._C, "_open_shared_storage", self.open)
+        monkeypatch.setattr(accel_multiprocessing._C, "_reuse_shared_storage", self.reuse)
+
+    def share(self, storage):
+        key = b"block-%d" % storage.data_ptr()
+        self.memory[key] = storage
+        # A new handle per message (its own counter slot), one key per storage.
+        handle = key + b"/message-%d" % self.shared
+        self.shared += 1
+        return -1, handle, storage.nbytes(), key
+
+    def open(self, fd, handle, nbytes, device):
+        assert fd == -1
+        self.opened.append((handle, nbytes, device))
+        # The same memory, as a receiver's mapping is.
+        return self.memory[handle.split(b"/")[0]]
+
+    def reuse(self, handle, nbytes, device):
+        self.reused.append((handle, nbytes, device))
+
+
+def forget_received_storages():
+    accel_multiprocessing._torch_reductions.shared_cache.clear()
+
+
+def test_runtime_handles_map_a_storage_once_and_release_every_message(monkeypatch):
+    runtime = FakeRuntimeHandles(monkeypatch)
+    tensor = torch.arange(6.0, device="accel")
+    first = ForkingPickler.dumps(tensor[1:])
+    second = ForkingPickler.dumps(tensor[:2])
+    # In the sending process: its own storage, each message released.
+    assert ForkingPickler.loads(first).untyped_storage().data_ptr() == tensor.untyped_storage().data_ptr()
+    assert [r[2] for r in runtime.reused] == [0] and not runtime.opened
+    # Elsewhere: the first message maps the storage, the second reuses the mapping.
+    forget_received_storages()
+    a = ForkingPickler.loads(first)
+    b = ForkingPickler.loads(second)
+    assert len(runtime.opened) == 1 and len(runtime.reused) == 2
+    assert runtime.opened[0][1:] == (tensor.untyped_storage().nbytes(), 0)
+    assert runtime.reused[1][0] == bytes(runtime.opened[0][0]).replace(b"message-0", b"message-1")
+    assert a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+    assert torch.equal(a.cpu(), torch.arange(1.0, 6.0)) and torch.equal(b.cpu(), torch.arange(2.0))
+    b.add_(10)
+    assert torch.equal(tensor.cpu(), torch.tensor([10.0, 11.0, 2.0, 3.0, 4.0, 5.0]))
+
+
+def test_runtime_handles_on_the_senders_device(monkeypatch, two_devices):
+    runtime = FakeRuntimeHandles(monkeypatch)
+    tensor = torch.ones(3, device="accel:1")
+    payload = ForkingPickler.dumps(tensor)
+    forget_received_storages()
+    received = ForkingPickler.loads(payload)
+    assert runtime.opened[0][2] == 1 and received.device == torch.device("accel:1")
+
+
+def test_a_receiver_that_cannot_map_raises(monkeypatch):
+    # The runtime's error (e.g. CUDA IPC refused) reaches the receiver as it is.
+    FakeRuntimeHandles(monkeypatch)
+
+    def refuse(fd, handle, nbytes, device):
+        raise RuntimeError("accel (CUDA runtime): cannot map")
+
+    monkeypatch.setattr(accel_multiprocessing._C, "_open_shared_storage", refuse)
+    payload = ForkingPickler.dumps(torch.ones(2, device="accel"))
+    forget_received_storages()
+    with pytest.raises(RuntimeError, match="accel \\(CUDA runtime\\): cannot map"):
+        ForkingPickler.loads(payload)
+
+
+def test_shared_storage_entry_points_check_their_arguments():
+    count = torch_accel.device_count()
+    with pytest.raises(RuntimeError, match="Invalid accel device index"):
+        accel_multiprocessing._C._open_shared_storage(-1, b"", 4, count)
+    with pytest.raises(RuntimeError, match="Invalid accel device index"):
+        accel_multiprocessing._C._reuse_shared_storage(b"", 4, count)
+    with pytest.raises(TypeError, match="expected a torch.UntypedStorage"):
+        accel_multiprocessing._C._share_storage(torch.ones(2, device="accel"))
+    with pytest.raises(RuntimeError, match="expected an accel storage"):
+        accel_multiprocessing._C._share_storage(torch.ones(2).untyped_storage())
+
+
+def test_non_interprocess_event_cannot_be_sent():
+    with pytest.raises(RuntimeError, match="needs an Event created with interprocess=True"):
+        ForkingPickler.dumps(torch_accel.Event())
+
+
+def test_interprocess_event_pickles_as_its_handle():
+    event = torch_accel.Event(interprocess=True)
+    event.record()
+    received = ForkingPickler.loads(ForkingPickler.dumps(event))
+    assert isinstance(received, torch_accel.Event)
+    assert received.device == event.device and received.query()
+    received.synchronize()
+
+
 def test_non_leaf_tensor_requiring_grad_is_refused_as_for_cuda():
     tensor = torch.ones(2, device="accel", requires_grad=True) * 2
     with pytest.raises(RuntimeError, match="Cowardly refusing to serialize non-leaf tensor"):
@@ -124,7 +226,6 @@ def test_non_leaf_tensor_requiring_grad_is_refused_as_for_cuda():
 # --- Across processes (spawn) -----------------------------------------------------
 
 
-@needs_sharing
 def test_process_argument_is_the_senders_memory(two_devices):
     ctx = mp.get_context("spawn")
     done = ctx.Queue()
@@ -141,7 +242,6 @@ def test_process_argument_is_the_senders_memory(two_devices):
     assert torch.equal(tensor.cpu(), torch.arange(11.0, 17.0))
 
 
-@needs_sharing
 def test_queue_round_trips_and_ownership():
     ctx = mp.get_context("spawn")
     requests, replies = ctx.Queue(), ctx.Queue()
@@ -170,12 +270,21 @@ def test_queue_round_trips_and_ownership():
         assert torch.equal(produced.cpu(), torch.linspace(0, 1, 7))
         produced.mul_(2)
         assert torch.equal(produced.cpu(), torch.linspace(0, 2, 7))
+        # As for cuda, a receiver uses the memory while its producer lives.
+        del produced
+
+        # An event made here orders the child's stream after this process'
+        # work on the tensor.
+        event = torch_accel.Event(interprocess=True)
+        tensor.fill_(5)
+        event.record()
+        requests.put(("wait_event", (tensor, event)))
+        assert replies.get(timeout=TIMEOUT_S) == [5] * 5
         requests.put(None)
     finally:
         join(proc)
 
 
-@needs_sharing
 def test_consumer_that_dies_early_leaves_the_sender_working():
     ctx = mp.get_context("spawn")
     requests, replies = ctx.Queue(), ctx.Queue()
@@ -191,7 +300,6 @@ def test_consumer_that_dies_early_leaves_the_sender_working():
     del tensor
 
 
-@needs_sharing
 def test_dataloader_workers_return_accel_tensors():
     loader = torch.utils.data.DataLoader(
         worker.AccelDataset(),
@@ -200,12 +308,16 @@ def test_dataloader_workers_return_accel_tensors():
         multiprocessing_context="spawn",
         timeout=TIMEOUT_S,
     )
-    batches = list(loader)
-    assert len(batches) == 4
-    for i, (values, indices) in enumerate(batches):
+    # Each batch is used while the workers that made it live (the loader
+    # stops them when exhausted), as cuda tensors from workers must be.
+    count = 0
+    for i, (values, indices) in enumerate(loader):
         assert values.device == torch.device("accel:0")
         assert torch.equal(indices, torch.tensor([2 * i, 2 * i + 1]))
         assert torch.equal(values.cpu(), indices.to(torch.float32)[:, None].expand(2, 3))
+        count += 1
+        del values, indices
+    assert count == 4
 
 
 # --- Pinned memory in data loading ---------------------------------------------------

@@ -330,3 +330,92 @@ def test_set_stream_of_another_device_type():
 def test_stream_context_rejects_non_streams():
     with pytest.raises(TypeError):
         torch_accel.stream("accel:0")
+
+
+# Interprocess events (torch.cuda.Event(interprocess=True)'s API) ---------------
+#
+# Across processes: test_multiprocessing.py. On the host runtime accelrt's work
+# is complete when queued, so an opened event is complete; on the CUDA runtime
+# these are CUDA IPC events.
+
+
+def test_interprocess_event_handle_opens_in_the_same_process():
+    e = torch_accel.Event(interprocess=True)
+    assert e.query() and e.event_id == 0  # created lazily, as CUDA's
+    x = torch.ones(1024, device="accel")
+    e.record()
+    assert e.device == torch.device("accel:0") and e.event_id != 0
+    handle = e.ipc_handle()
+    assert isinstance(handle, bytes) and len(handle) == 64  # CUDA_IPC_HANDLE_SIZE
+    # The handle of one event is the same each time.
+    assert e.ipc_handle() == handle
+    opened = torch_accel.Event.from_ipc_handle(0, handle)
+    assert isinstance(opened, torch_accel.Event)
+    assert opened.device == torch.device("accel:0")
+    # Waiting on it orders a stream after the recorded work.
+    consumer = torch_accel.Stream()
+    opened.wait(consumer)
+    with torch_accel.stream(consumer):
+        y = x * 2
+    consumer.synchronize()
+    opened.synchronize()
+    assert opened.query()
+    assert torch.equal(y.cpu(), torch.full((1024,), 2.0))
+    # An opened event can be recorded too, as CUDA's.
+    opened.record()
+    assert opened.query()
+
+
+def test_interprocess_event_handle_before_record_uses_the_current_device(two_devices):
+    with torch_accel.device(1):
+        e = torch_accel.Event(interprocess=True)
+        e.ipc_handle()
+    assert e.device == torch.device("accel:1")
+    with pytest.raises(RuntimeError, match=r"accel:1.*accel:0"):
+        e.record(torch_accel.Stream(device=0))
+    e.record(torch_accel.Stream(device=1))
+    opened = torch_accel.Event.from_ipc_handle(torch.device("accel:1"), e.ipc_handle())
+    assert opened.device == torch.device("accel:1")
+
+
+def test_interprocess_event_through_stream_record_and_wait():
+    producer, consumer = torch_accel.Stream(), torch_accel.Stream()
+    e = torch_accel.Event(interprocess=True)
+    assert producer.record_event(e) is e
+    consumer.wait_event(e)
+    e.synchronize()
+    assert e.query() and "torch_accel.Event device=accel:0" in repr(e)
+
+
+def test_ipc_handle_needs_an_interprocess_event():
+    e = torch_accel.Event()
+    e.record()
+    with pytest.raises(RuntimeError, match="accel: ipc_handle\\(\\) needs an Event created with interprocess=True"):
+        e.ipc_handle()
+
+
+def test_interprocess_event_does_not_measure_time():
+    with pytest.raises(ValueError, match="interprocess Event cannot measure time"):
+        torch_accel.Event(enable_timing=True, interprocess=True)
+    e = torch_accel.Event(interprocess=True)
+    timed = torch_accel.Event(enable_timing=True)
+    e.record()
+    timed.record()
+    with pytest.raises(ValueError, match="enable_timing=True"):
+        e.elapsed_time(e)
+    with pytest.raises(ValueError, match="enable_timing=True"):
+        timed.elapsed_time(e)
+
+
+def test_from_ipc_handle_rejects_what_is_no_handle():
+    with pytest.raises(ValueError, match="not an interprocess event handle of accel"):
+        torch_accel.Event.from_ipc_handle(0, b"\0" * 64)
+    with pytest.raises(ValueError, match="not an interprocess event handle of accel"):
+        torch_accel.Event.from_ipc_handle(0, b"short")
+    with pytest.raises(TypeError, match="bytes of Event.ipc_handle"):
+        torch_accel.Event.from_ipc_handle(0, "text")
+    handle = torch_accel.Event(interprocess=True).ipc_handle()
+    with pytest.raises(RuntimeError, match="Invalid accel device index"):
+        torch_accel.Event.from_ipc_handle(torch_accel.device_count(), handle)
+    with pytest.raises(ValueError, match="Expected an accel device"):
+        torch_accel.Event.from_ipc_handle("cpu", handle)

@@ -12,8 +12,14 @@ Tensors need nothing of their own: torch's tensor reduction sends a non-cuda
 tensor as its storage and its geometry, and the storage reaches this module.
 The runtime decides how memory is shared (``Runtime::shareStorage``): on the
 host runtime, a POSIX shared memory segment passed by file descriptor, exactly
-as torch passes a cpu storage's (``DupFd``); the CUDA runtime does not share
-yet and raises in the sending process.
+as torch passes a cpu storage's (``DupFd``); on the CUDA runtime, CUDA IPC
+handles of the caching allocator's blocks with torch's reference counting for
+cuda storages (the sender keeps the memory until every receiver released it)
+and an interprocess event that orders the receiver after the sender's stream
+(compiled, not yet run on a GPU).
+
+accel events made with ``interprocess=True`` cross as cuda's do: as their
+``ipc_handle()``, reopened with ``Event.from_ipc_handle``.
 
 A storage received twice (the same tensor sent again, or two views of one
 storage sent apart) is mapped once, through torch's ``shared_cache``, so the
@@ -29,6 +35,7 @@ import torch
 from torch.multiprocessing import reductions as _torch_reductions
 
 from . import _C
+from .streams import Event
 
 DEVICE_TYPE = "accel"
 
@@ -40,19 +47,29 @@ def _rebuild_empty_storage(device: int) -> torch.UntypedStorage:
     return torch.UntypedStorage(0, device=torch.device(DEVICE_TYPE, device))
 
 
-def _rebuild_storage(df: Any, runtime_handle: bytes, nbytes: int, device: int) -> torch.UntypedStorage:
+def _cache_key(fd: int, key: bytes) -> tuple:
+    # The runtime's key where it gives one (CUDA: the block and offset), else
+    # the identity of the shared memory file (as torch keys cpu storages).
+    return ("accel", key) if key else ("accel", _torch_reductions.fd_id(fd))
+
+
+def _rebuild_storage(df: Any, runtime_handle: bytes, nbytes: int, key: bytes, device: int) -> torch.UntypedStorage:
     r"""Maps, in the receiving process, the accel storage that ``_reduce_storage`` shared."""
     from . import _lazy_init
 
     _lazy_init()
     fd = df.detach() if df is not None else -1
     try:
-        key = (_torch_reductions.fd_id(fd),) if fd >= 0 else (runtime_handle,)
-        storage = _torch_reductions.storage_from_cache(torch.UntypedStorage, key)
+        cache_key = _cache_key(fd, key)
+        storage = _torch_reductions.storage_from_cache(torch.UntypedStorage, cache_key)
         if storage is not None:
+            # Mapped here already (or this process' own storage, sent back):
+            # after the sender's work, as a new mapping would be, and without
+            # what the sender counted for this message.
+            _C._reuse_shared_storage(runtime_handle, nbytes, device)
             return storage
         storage = _C._open_shared_storage(fd, runtime_handle, nbytes, device)
-        _torch_reductions.shared_cache[key] = _torch_reductions.StorageWeakRef(storage)
+        _torch_reductions.shared_cache[cache_key] = _torch_reductions.StorageWeakRef(storage)
         return storage
     finally:
         if fd >= 0:
@@ -67,20 +84,30 @@ def _reduce_storage(storage: torch.UntypedStorage) -> tuple:
     if storage.nbytes() == 0:
         return (_rebuild_empty_storage, (device,))
     try:
-        fd, runtime_handle, nbytes = _C._share_storage(storage)
+        fd, runtime_handle, nbytes, key = _C._share_storage(storage)
     except RuntimeError as e:
         raise RuntimeError(f"Cannot send an accel tensor to another process: {e}") from e
-    # The descriptor travels as torch sends cpu storages' (a duplicate, handed
+    # A descriptor travels as torch sends cpu storages' (a duplicate, handed
     # over by the sender's resource sharer, or through the pipe of a spawned
-    # Process): the segment stays alive while it is in transit.
+    # Process): the memory stays alive while it is in transit.
     df = multiprocessing.reduction.DupFd(fd) if fd >= 0 else None
-    key = (_torch_reductions.fd_id(fd),) if fd >= 0 else (runtime_handle,)
-    # Keeps the receiver's cache key of this process' own storage, as torch
-    # does for the storages it sends.
-    _torch_reductions.shared_cache[key] = _torch_reductions.StorageWeakRef(storage)
-    return (_rebuild_storage, (df, runtime_handle, nbytes, device))
+    # Keeps this process' own storage under the receiver's key, as torch does
+    # for the storages it sends: a tensor sent back is this storage again.
+    _torch_reductions.shared_cache[_cache_key(fd, key)] = _torch_reductions.StorageWeakRef(storage)
+    return (_rebuild_storage, (df, runtime_handle, nbytes, key, device))
+
+
+def _rebuild_event(device: int, handle: bytes) -> Event:
+    return Event.from_ipc_handle(device, handle)
+
+
+def _reduce_event(event: Event) -> tuple:
+    r"""``ForkingPickler``'s reduction for accel events (those made with ``interprocess=True``)."""
+    handle = event.ipc_handle()
+    return (_rebuild_event, (event.device.index, handle))
 
 
 def init_reductions() -> None:
-    r"""Registers accel's storage reduction (``torch.multiprocessing.reductions.init_reductions`` registers torch's)."""
+    r"""Registers accel's reductions (``torch.multiprocessing.reductions.init_reductions`` registers torch's)."""
     reduction.register(torch.UntypedStorage, _reduce_storage)
+    reduction.register(Event, _reduce_event)

@@ -81,25 +81,116 @@ class Event(torch.Event):
     r"""Wrapper around an accel event: a synchronisation marker in a stream.
 
     The event is created lazily, on the device of the stream it is first
-    recorded on. See torch.cuda.Event; the semantics are the same.
+    recorded on (an interprocess event: or on the current device when its
+    :meth:`ipc_handle` is asked first). See torch.cuda.Event; the semantics
+    are the same.
 
     Args:
         enable_timing (bool, optional): the event measures time (default False).
         blocking (bool, optional): ``synchronize`` blocks rather than spins (default False).
-        interprocess (bool, optional): share between processes (default False).
+        interprocess (bool, optional): the event can be shared between processes
+            (default False): :meth:`ipc_handle` and :meth:`from_ipc_handle`, and
+            ``torch.multiprocessing`` sends it. Such an event does not measure
+            time, as CUDA's.
     """
 
+    _interprocess: Optional[Any]
+
     def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> "Event":
-        return super().__new__(
+        if interprocess and enable_timing:
+            raise ValueError(
+                "accel: an interprocess Event cannot measure time: CUDA's interprocess events do not record "
+                "timestamps (pass enable_timing=False)"
+            )
+        self = super().__new__(
             cls, device="accel", enable_timing=enable_timing, blocking=blocking, interprocess=interprocess
         )
+        # torch.Event cannot make or adopt an interprocess event: such events
+        # are the runtime's own (torch_accel._C._InterprocessEvent).
+        self._interprocess = None
+        if interprocess:
+            _lazy_init()
+            self._interprocess = _C._InterprocessEvent(blocking)
+        return self
+
+    @classmethod
+    def from_ipc_handle(cls, device: DeviceLike, handle: bytes) -> "Event":
+        r"""Reconstruct an event from an IPC handle (another process' :meth:`ipc_handle`) on the given device."""
+        if not isinstance(handle, bytes):
+            raise TypeError(f"from_ipc_handle expects the bytes of Event.ipc_handle(), but got {type(handle).__name__}")
+        index = _get_device_index(device, optional=True)
+        _C._check_device_index(index)
+        event = cls(interprocess=True)
+        event._interprocess = _C._InterprocessEvent.open(handle, index)
+        return event
+
+    def ipc_handle(self) -> bytes:
+        r"""Return an IPC handle of this event (made with ``interprocess=True``).
+
+        If not recorded yet, the event will use the current device.
+        """
+        if self._interprocess is None:
+            raise RuntimeError(
+                "accel: ipc_handle() needs an Event created with interprocess=True (torch.accel.Event(interprocess=True))"
+            )
+        return self._interprocess.ipc_handle()
+
+    def record(self, stream: Optional[torch.Stream] = None) -> None:
+        r"""Record the event in ``stream`` (the current stream if None); its device must be the event's."""
+        if self._interprocess is None:
+            super().record(stream)
+            return
+        if stream is None:
+            stream = current_stream()
+        self._interprocess.record(stream.stream_id, stream.device_index, stream.device_type)
+
+    def wait(self, stream: Optional[torch.Stream] = None) -> None:
+        r"""Make all future work submitted to ``stream`` (the current stream if None) wait for this event."""
+        if self._interprocess is None:
+            super().wait(stream)
+            return
+        if stream is None:
+            stream = current_stream()
+        self._interprocess.wait(stream.stream_id, stream.device_index, stream.device_type)
+
+    def query(self) -> bool:
+        r"""Whether all work the event captured has completed (True for an event never recorded)."""
+        if self._interprocess is None:
+            return super().query()
+        return self._interprocess.query()
+
+    def synchronize(self) -> None:
+        r"""Wait until the work the event captured has completed."""
+        if self._interprocess is None:
+            super().synchronize()
+            return
+        self._interprocess.synchronize()
 
     def elapsed_time(self, end_event: "torch.Event") -> float:
         r"""Return the milliseconds between this event's and ``end_event``'s records.
 
         Both events need ``enable_timing=True`` and must have completed.
         """
+        if self._interprocess is not None or getattr(end_event, "_interprocess", None) is not None:
+            raise ValueError(
+                "accel: elapsed_time needs events created with enable_timing=True; interprocess events do not measure time"
+            )
         return _C._event_elapsed_time(self, end_event)
+
+    @property
+    def device(self) -> torch.device:
+        r"""The device of the event (accel without an index until the event exists)."""
+        if self._interprocess is None:
+            return super().device
+        index = self._interprocess.device
+        return torch.device("accel", index) if index >= 0 else torch.device("accel")
+
+    @property
+    def event_id(self) -> int:
+        r"""The raw runtime event (a cudaEvent_t on the CUDA runtime; 0 until it exists)."""
+        if self._interprocess is None:
+            return super().event_id
+        return self._interprocess.event_id
 
     def __repr__(self) -> str:
         return f"<torch_accel.Event device={self.device} event_id={self.event_id}>"

@@ -4,6 +4,7 @@
 #include <csrc/distributed/AccelWork.h>
 #include <csrc/runtime/Runtime.h>
 
+#include <algorithm>
 #include <utility>
 
 namespace torch_accel {
@@ -91,6 +92,24 @@ std::vector<at::Tensor> flatten(const std::vector<std::vector<at::Tensor>>& list
 AccelBackend::AccelBackend(c10::intrusive_ptr<c10d::Backend> engine)
     : c10d::Backend(engine->getRank(), engine->getSize()), engine_(std::move(engine)) {
   init();
+}
+
+AccelBackend::~AccelBackend() {
+  if (terminated_.load()) {
+    return;
+  }
+  // ProcessGroupNCCL's words, from one rank per machine as it does; the
+  // engine is then shut down here, so that on the CUDA runtime NCCL's own
+  // destructor does not say it again. Destructors must not throw.
+  try {
+    const int devices = std::max<int>(runtime().deviceCount(), 1);
+    if (getRank() % devices == 0) {
+      TORCH_WARN_ONCE("WARNING: destroy_process_group() was not called before program exit, which can leak resources. "
+                      "For more info, please see https://pytorch.org/docs/stable/distributed.html#shutdown");
+    }
+    engine_->shutdown();
+  } catch (...) {
+  }
 }
 
 c10::intrusive_ptr<c10d::Work> AccelBackend::wrap(
@@ -329,10 +348,12 @@ c10d::ErrorType AccelBackend::getError() {
 }
 
 void AccelBackend::abort() {
+  terminated_ = true;
   engine_->abort();
 }
 
 void AccelBackend::shutdown() {
+  terminated_ = true;
   engine_->shutdown();
 }
 

@@ -31,6 +31,7 @@
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
+#include <atomic>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,6 +43,11 @@ public:
   // `engine`: the target device's backend, created for the same store, rank
   // and group size.
   explicit AccelBackend(c10::intrusive_ptr<c10d::Backend> engine);
+
+  // A group that was neither shut down nor aborted (the program did not call
+  // destroy_process_group()) warns as ProcessGroupNCCL's destructor does, and
+  // shuts its engine down.
+  ~AccelBackend() override;
 
   const std::string getBackendName() const override {
     return "accel";
@@ -125,6 +131,9 @@ private:
   wrap(c10::intrusive_ptr<c10d::Work> engine_work, std::vector<at::Tensor> result, std::optional<c10::Device> device);
 
   const c10::intrusive_ptr<c10d::Backend> engine_;
+
+  // Set by shutdown() and abort(): destroy_process_group() ran.
+  std::atomic<bool> terminated_{false};
 
   // While coalescing, the accel tensors of the coalesced collectives: the
   // work endCoalescing returns hands them back.

@@ -10,6 +10,7 @@
 #ifdef TORCH_ACCEL_WITH_DISTRIBUTED
 #include <csrc/python/Distributed.h>
 #endif
+#include <csrc/python/InterprocessEvent.h>
 #include <csrc/python/Memory.h>
 #include <csrc/python/Multiprocessing.h>
 #include <csrc/runtime/AccelGenerator.h>
@@ -434,6 +435,7 @@ PYBIND11_MODULE(_C, m) {
   initDistributedBindings(m);
 #endif
   initMultiprocessingBindings(m);
+  initInterprocessEventBindings(m);
 
   // Random number generators.
   m.def("_default_generator", [](int64_t device) {

@@ -30,7 +30,7 @@ const c10::Storage& accelStorage(py::handle obj) {
 } // namespace
 
 void initMultiprocessingBindings(py::module& m) {
-  // (fd, runtime handle bytes, nbytes) of a non-empty accel storage, whose
+  // (fd, runtime handle bytes, nbytes, cache key) of a non-empty accel storage, whose
   // memory the runtime may first move into memory other processes can map.
   m.def("_share_storage", [](py::handle obj) {
     checkNotInBadFork();
@@ -40,7 +40,7 @@ void initMultiprocessingBindings(py::module& m) {
       py::gil_scoped_release no_gil;
       handle = runtime().shareStorage(*storage.unsafeGetStorageImpl());
     }
-    return std::make_tuple(handle.fd, py::bytes(handle.handle), handle.nbytes);
+    return std::make_tuple(handle.fd, py::bytes(handle.handle), handle.nbytes, py::bytes(handle.key));
   });
 
   // A new accel storage over memory another process shared (the tuple
@@ -49,7 +49,10 @@ void initMultiprocessingBindings(py::module& m) {
   m.def("_open_shared_storage", [](int fd, const py::bytes& runtime_handle, uint64_t nbytes, int64_t device) {
     checkNotInBadFork();
     checkDeviceIndex(device);
-    const SharedStorageHandle handle{fd, std::string(runtime_handle), nbytes};
+    SharedStorageHandle handle;
+    handle.fd = fd;
+    handle.handle = std::string(runtime_handle);
+    handle.nbytes = nbytes;
     c10::DataPtr memory = runtime().openSharedStorage(handle, static_cast<c10::DeviceIndex>(device));
     c10::Storage storage(c10::make_intrusive<c10::StorageImpl>(
         c10::StorageImpl::use_byte_size_t(),
@@ -58,6 +61,19 @@ void initMultiprocessingBindings(py::module& m) {
         /*allocator=*/nullptr,
         /*resizable=*/false));
     return py::reinterpret_steal<py::object>(THPStorage_Wrap(std::move(storage)));
+  });
+
+  // A storage received again (or sent back to its sender), already mapped
+  // here: orders accel:`device`'s current stream after the sender's work and
+  // releases what the sender counted for this message.
+  m.def("_reuse_shared_storage", [](const py::bytes& runtime_handle, uint64_t nbytes, int64_t device) {
+    checkNotInBadFork();
+    checkDeviceIndex(device);
+    SharedStorageHandle handle;
+    handle.handle = std::string(runtime_handle);
+    handle.nbytes = nbytes;
+    py::gil_scoped_release no_gil;
+    runtime().reuseSharedStorage(handle, static_cast<c10::DeviceIndex>(device));
   });
 }
 

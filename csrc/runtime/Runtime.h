@@ -58,11 +58,14 @@ struct DeviceProperties {
 // (torch.multiprocessing). `fd` is a file descriptor of the memory, which
 // torch.multiprocessing passes between processes as it passes CPU storages'
 // ones (-1 where the runtime needs none); `handle` holds the runtime's own
-// bytes (empty where it needs none); `nbytes` is the storage's size.
+// bytes (empty where it needs none); `nbytes` is the storage's size. `key`,
+// where not empty, is the same for every share of one storage, so that a
+// receiver maps it once (without it, the file's identity serves).
 struct SharedStorageHandle {
   int fd = -1;
   std::string handle;
   uint64_t nbytes = 0;
+  std::string key;
 };
 
 class Runtime : public c10::impl::DeviceGuardImplInterface {
@@ -130,6 +133,31 @@ public:
   // visible to every process that maps it, and the memory lives as long as
   // any of them holds it.
   virtual c10::DataPtr openSharedStorage(const SharedStorageHandle& handle, c10::DeviceIndex device) const = 0;
+
+  // A receiver that already maps the memory of `handle` (a storage sent
+  // again, or its own storage sent back) uses that mapping: orders the
+  // current stream of accel:`device` after the sender's work, as
+  // openSharedStorage() does, and releases what the sender counted for this
+  // message.
+  virtual void reuseSharedStorage(const SharedStorageHandle& handle, c10::DeviceIndex device) const = 0;
+
+  // --- Interprocess events (torch.accel.Event(interprocess=True)) ---------
+  //
+  // Raw events as the event functions of DeviceGuardImplInterface take them
+  // (record, block, queryEvent, synchronizeEvent, destroyEvent), which other
+  // processes can open; they do not measure time.
+
+  // A new interprocess event on accel:`device`; `blocking`: synchronizing
+  // on it blocks the host thread rather than spinning.
+  virtual void* createInterprocessEvent(c10::DeviceIndex device, bool blocking) const = 0;
+
+  // The bytes another process passes to openInterprocessEvent() to open
+  // `event`, an event of createInterprocessEvent() on accel:`device`.
+  virtual std::string interprocessEventHandle(void* event, c10::DeviceIndex device) const = 0;
+
+  // The event of another process' interprocessEventHandle(), on accel:
+  // `device`; throws for bytes that are no such handle.
+  virtual void* openInterprocessEvent(const std::string& handle, c10::DeviceIndex device) const = 0;
 
   // --- For the alias fallback (csrc/aten/AliasFallback.cpp) ---------------
 

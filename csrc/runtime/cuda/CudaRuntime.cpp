@@ -8,6 +8,7 @@
 
 #include <csrc/runtime/Runtime.h>
 #include <csrc/runtime/cuda/CudaAllocator.h>
+#include <csrc/runtime/cuda/CudaSharedMemory.h>
 #include <csrc/runtime/cuda/NvmlDeviceCount.h>
 
 #include <ATen/Context.h>
@@ -19,6 +20,7 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/cuda/impl/CUDAGuardImpl.h>
 
@@ -26,6 +28,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 
 namespace torch_accel {
 
@@ -268,21 +271,50 @@ public:
     return at::cuda::detail::createCUDAGenerator(device);
   }
 
-  // Not yet: CUDA IPC handles of the caching allocator's blocks, with
-  // torch.multiprocessing's reference counting for cuda storages, would do it.
-  // Until then the sending process gets this error rather than a receiver
-  // that waits for memory it can never map.
-  SharedStorageHandle shareStorage(c10::StorageImpl& /*storage*/) const override {
-    TORCH_CHECK(
-        false,
-        "Sharing accel tensors between processes (torch.multiprocessing) is not supported on accel's "
-        "CUDA runtime yet: copy the tensor to the CPU (tensor.cpu()) before sending it");
+  SharedStorageHandle shareStorage(c10::StorageImpl& storage) const override {
+    return shareCudaStorage(storage);
   }
 
-  c10::DataPtr openSharedStorage(const SharedStorageHandle& /*handle*/, c10::DeviceIndex /*device*/) const override {
-    TORCH_CHECK(
-        false,
-        "Sharing accel tensors between processes (torch.multiprocessing) is not supported on accel's CUDA runtime yet");
+  c10::DataPtr openSharedStorage(const SharedStorageHandle& handle, c10::DeviceIndex device) const override {
+    return openCudaSharedStorage(handle, device);
+  }
+
+  void reuseSharedStorage(const SharedStorageHandle& handle, c10::DeviceIndex device) const override {
+    reuseCudaSharedStorage(handle, device);
+  }
+
+  // CUDA's interprocess events, as torch.cuda.Event(interprocess=True) makes
+  // them (CUDA requires them not to measure time).
+  void* createInterprocessEvent(c10::DeviceIndex device, bool blocking) const override {
+    c10::cuda::CUDAGuard guard(device);
+    cudaEvent_t event = nullptr;
+    C10_CUDA_CHECK(cudaEventCreateWithFlags(
+        &event,
+        cudaEventDisableTiming | cudaEventInterprocess | (blocking ? cudaEventBlockingSync : cudaEventDefault)));
+    return event;
+  }
+
+  std::string interprocessEventHandle(void* event, c10::DeviceIndex device) const override {
+    c10::cuda::CUDAGuard guard(device);
+    cudaIpcEventHandle_t handle;
+    C10_CUDA_CHECK(cudaIpcGetEventHandle(&handle, static_cast<cudaEvent_t>(event)));
+    return std::string(reinterpret_cast<const char*>(&handle), sizeof(handle));
+  }
+
+  void* openInterprocessEvent(const std::string& handle, c10::DeviceIndex device) const override {
+    TORCH_CHECK_VALUE(
+        handle.size() == sizeof(cudaIpcEventHandle_t),
+        "accel: not an interprocess event handle of accel's CUDA runtime (expected the ",
+        sizeof(cudaIpcEventHandle_t),
+        " bytes of Event.ipc_handle(), got ",
+        handle.size(),
+        " bytes)");
+    c10::cuda::CUDAGuard guard(device);
+    cudaIpcEventHandle_t ipc_handle;
+    std::memcpy(&ipc_handle, handle.data(), sizeof(ipc_handle));
+    cudaEvent_t event = nullptr;
+    C10_CUDA_CHECK(cudaIpcOpenEventHandle(&event, ipc_handle));
+    return event;
   }
 
   bool exchangeTargetAllocationsAreAccel(bool /*enabled*/) const noexcept override {

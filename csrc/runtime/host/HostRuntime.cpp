@@ -21,6 +21,7 @@
 
 #include <array>
 #include <atomic>
+#include <cstring>
 #include <limits>
 #include <mutex>
 #include <optional>
@@ -54,6 +55,11 @@ std::optional<size_t> configuredMemoryLimit() {
 
 // Runs `fn` with `device` current for accelrt calls that act on the current
 // device, restoring the caller's device afterwards (also on exceptions).
+// An interprocess event's handle (see HostRuntime::interprocessEventHandle):
+// this tag, then the exporting event's address, zero-padded to CUDA's size.
+constexpr size_t kInterprocessEventHandleSize = 64;
+constexpr char kInterprocessEventMagic[16] = "accelrt-ipc-evt";
+
 template <typename Fn> auto onDevice(c10::DeviceIndex device, Fn&& fn) {
   int previous = 0;
   TORCH_ACCEL_ACCELRT_CHECK(accelrtGetDevice(&previous));
@@ -331,6 +337,46 @@ public:
 
   c10::DataPtr openSharedStorage(const SharedStorageHandle& handle, c10::DeviceIndex device) const override {
     return openHostSharedStorage(handle, device);
+  }
+
+  void reuseSharedStorage(const SharedStorageHandle& /*handle*/, c10::DeviceIndex /*device*/) const override {
+    // accelrt's work is complete when queued, and the segment counts its own
+    // mappings: a message holds nothing more.
+  }
+
+  // accelrt's work is complete when queued (see above), so an interprocess
+  // event is complete in every process that opens it: its handle only
+  // identifies an accel host-runtime event (the size of CUDA's, so that
+  // code which stores handles sees the same), and opening it makes a local
+  // event that was never recorded, which counts as complete.
+  void* createInterprocessEvent(c10::DeviceIndex device, bool blocking) const override {
+    return onDevice(device, [&] {
+      accelrtEvent_t event = nullptr;
+      TORCH_ACCEL_ACCELRT_CHECK(accelrtEventCreateWithFlags(
+          &event, accelrtEventDisableTiming | (blocking ? accelrtEventBlockingSync : accelrtEventDefault)));
+      return static_cast<void*>(event);
+    });
+  }
+
+  std::string interprocessEventHandle(void* event, c10::DeviceIndex /*device*/) const override {
+    TORCH_CHECK(event != nullptr, "accel: no interprocess event to export");
+    std::string handle(kInterprocessEventHandleSize, '\0');
+    std::memcpy(handle.data(), kInterprocessEventMagic, sizeof(kInterprocessEventMagic));
+    const uint64_t id = reinterpret_cast<uintptr_t>(event);
+    std::memcpy(handle.data() + sizeof(kInterprocessEventMagic), &id, sizeof(id));
+    return handle;
+  }
+
+  void* openInterprocessEvent(const std::string& handle, c10::DeviceIndex device) const override {
+    TORCH_CHECK_VALUE(
+        handle.size() == kInterprocessEventHandleSize &&
+            std::memcmp(handle.data(), kInterprocessEventMagic, sizeof(kInterprocessEventMagic)) == 0,
+        "accel: not an interprocess event handle of accel's host runtime (expected the ",
+        kInterprocessEventHandleSize,
+        " bytes of Event.ipc_handle(), got ",
+        handle.size(),
+        " bytes)");
+    return createInterprocessEvent(device, /*blocking=*/false);
   }
 
   bool exchangeTargetAllocationsAreAccel(bool enabled) const noexcept override {

@@ -38,7 +38,10 @@ SharedStorageHandle shareHostStorage(c10::StorageImpl& storage) {
   const size_t nbytes = storage.nbytes();
   TORCH_CHECK(nbytes > 0, "accel: an empty storage has no memory to share");
   if (auto* segment = at::MapAllocator::fromDataPtr(storage.data_ptr())) {
-    return {segment->fd(), std::string(), nbytes};
+    SharedStorageHandle handle;
+    handle.fd = segment->fd();
+    handle.nbytes = nbytes;
+    return handle;
   }
   const int flags = at::ALLOCATOR_MAPPED_SHAREDMEM | at::ALLOCATOR_MAPPED_EXCLUSIVE | at::ALLOCATOR_MAPPED_KEEPFD |
                     at::ALLOCATOR_MAPPED_UNLINK;
@@ -49,7 +52,10 @@ SharedStorageHandle shareHostStorage(c10::StorageImpl& storage) {
   const int fd = segment->fd();
   // Frees the accelrt memory.
   storage.set_data_ptr_noswap(std::move(shared));
-  return {fd, std::string(), nbytes};
+  SharedStorageHandle handle;
+  handle.fd = fd;
+  handle.nbytes = nbytes;
+  return handle;
 }
 
 c10::DataPtr openHostSharedStorage(const SharedStorageHandle& handle, c10::DeviceIndex device) {
