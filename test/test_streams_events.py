@@ -349,9 +349,11 @@ def test_interprocess_event_handle_opens_in_the_same_process():
     assert isinstance(handle, bytes) and len(handle) == 64  # CUDA_IPC_HANDLE_SIZE
     # The handle of one event is the same each time.
     assert e.ipc_handle() == handle
+    # A process opening its own handle gets its event (CUDA opens only other
+    # processes' handles).
     opened = torch_accel.Event.from_ipc_handle(0, handle)
     assert isinstance(opened, torch_accel.Event)
-    assert opened.device == torch.device("accel:0")
+    assert opened.device == torch.device("accel:0") and opened.event_id == e.event_id
     # Waiting on it orders a stream after the recorded work.
     consumer = torch_accel.Stream()
     opened.wait(consumer)
@@ -409,9 +411,10 @@ def test_interprocess_event_does_not_measure_time():
 
 def test_from_ipc_handle_rejects_what_is_no_handle():
     with pytest.raises(ValueError, match="not an interprocess event handle of accel"):
-        torch_accel.Event.from_ipc_handle(0, b"\0" * 64)
-    with pytest.raises(ValueError, match="not an interprocess event handle of accel"):
         torch_accel.Event.from_ipc_handle(0, b"short")
+    # The right size: the host runtime checks its tag, CUDA the handle itself.
+    with pytest.raises((ValueError, RuntimeError), match="not an interprocess event handle of accel|CUDA"):
+        torch_accel.Event.from_ipc_handle(0, b"\0" * 64)
     with pytest.raises(TypeError, match="bytes of Event.ipc_handle"):
         torch_accel.Event.from_ipc_handle(0, "text")
     handle = torch_accel.Event(interprocess=True).ipc_handle()

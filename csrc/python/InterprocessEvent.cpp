@@ -6,9 +6,11 @@
 // an event another process exported; so accel's interprocess events are
 // this object, which the runtime creates (Runtime::createInterprocessEvent)
 // or opens (Runtime::openInterprocessEvent), and which records, waits and
-// queries through the runtime's ordinary event functions. Like CUDA's, the
-// event is created lazily: on the device of the stream that first records it,
-// or on the current device when ipc_handle() is asked first.
+// queries through the runtime's ordinary event functions. A process opening a
+// handle it exported gets that event itself (CUDA opens only other processes'
+// handles). Like CUDA's, the event is created lazily: on the device of the
+// stream that first records it, or on the current device when ipc_handle()
+// is asked first.
 
 #include <csrc/python/InterprocessEvent.h>
 #include <csrc/runtime/Runtime.h>
@@ -17,7 +19,11 @@
 #include <c10/util/Exception.h>
 
 #include <cstdint>
+#include <iterator>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 namespace torch_accel {
 namespace {
@@ -26,28 +32,75 @@ namespace py = pybind11;
 
 constexpr auto kAccel = c10::DeviceType::PrivateUse1;
 
+// One runtime event, destroyed with the last InterprocessEvent that uses it.
+class RuntimeEvent {
+public:
+  RuntimeEvent(void* event, c10::DeviceIndex device) : event_(event), device_(device) {}
+  RuntimeEvent(const RuntimeEvent&) = delete;
+  RuntimeEvent& operator=(const RuntimeEvent&) = delete;
+  ~RuntimeEvent() {
+    if (!inBadFork()) {
+      runtime().destroyEvent(event_, device_);
+    }
+  }
+
+  void* get() const noexcept {
+    return event_;
+  }
+  c10::DeviceIndex device() const noexcept {
+    return device_;
+  }
+
+private:
+  void* const event_;
+  const c10::DeviceIndex device_;
+};
+
+// The events this process exported, by handle: a process cannot open its own
+// handles through CUDA (cudaIpcOpenEventHandle refuses them), so
+// from_ipc_handle of one of them gives the exported event itself.
+class ExportedEvents {
+public:
+  void add(const std::string& handle, const std::shared_ptr<RuntimeEvent>& event) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto it = events_.begin(); it != events_.end();) {
+      it = it->second.expired() ? events_.erase(it) : std::next(it);
+    }
+    events_[handle] = event;
+  }
+
+  std::shared_ptr<RuntimeEvent> find(const std::string& handle) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto it = events_.find(handle);
+    return it == events_.end() ? nullptr : it->second.lock();
+  }
+
+private:
+  mutable std::mutex mutex_;
+  std::unordered_map<std::string, std::weak_ptr<RuntimeEvent>> events_;
+};
+
+ExportedEvents& exportedEvents() {
+  static auto* events = new ExportedEvents(); // leaked: used until exit
+  return *events;
+}
+
 class InterprocessEvent {
 public:
   explicit InterprocessEvent(bool blocking) : blocking_(blocking) {}
 
-  // The event that `handle` (ipc_handle() of another process) names, on
-  // accel:`device`.
+  // The event that `handle` (ipc_handle() of this or another process) names,
+  // on accel:`device`.
   static std::unique_ptr<InterprocessEvent> open(const std::string& handle, int64_t device) {
     checkNotInBadFork();
     checkDeviceIndex(device);
     auto event = std::make_unique<InterprocessEvent>(/*blocking=*/false);
-    event->device_ = static_cast<c10::DeviceIndex>(device);
-    event->event_ = runtime().openInterprocessEvent(handle, event->device_);
-    return event;
-  }
-
-  InterprocessEvent(const InterprocessEvent&) = delete;
-  InterprocessEvent& operator=(const InterprocessEvent&) = delete;
-
-  ~InterprocessEvent() {
-    if (event_ != nullptr && !inBadFork()) {
-      runtime().destroyEvent(event_, device_);
+    event->event_ = exportedEvents().find(handle);
+    if (event->event_ == nullptr) {
+      const auto index = static_cast<c10::DeviceIndex>(device);
+      event->event_ = std::make_shared<RuntimeEvent>(runtime().openInterprocessEvent(handle, index), index);
     }
+    return event;
   }
 
   void record(const c10::Stream& stream) {
@@ -57,32 +110,33 @@ public:
       create(stream.device_index());
     }
     TORCH_CHECK(
-        device_ == stream.device_index(),
+        event_->device() == stream.device_index(),
         "Event device ",
-        c10::Device(kAccel, device_),
+        c10::Device(kAccel, event_->device()),
         " does not match recording stream's device ",
         stream.device(),
         ".");
-    runtime().record(&event_, stream, device_, c10::EventFlag::PYTORCH_DEFAULT);
+    void* event = event_->get();
+    runtime().record(&event, stream, event_->device(), c10::EventFlag::PYTORCH_DEFAULT);
   }
 
   void wait(const c10::Stream& stream) const {
     checkNotInBadFork();
     checkDeviceIndex(stream.device_index());
     if (event_ != nullptr) {
-      runtime().block(event_, stream);
+      runtime().block(event_->get(), stream);
     }
   }
 
   bool query() const {
     checkNotInBadFork();
-    return event_ == nullptr || runtime().queryEvent(event_);
+    return event_ == nullptr || runtime().queryEvent(event_->get());
   }
 
   void synchronize() const {
     checkNotInBadFork();
     if (event_ != nullptr) {
-      runtime().synchronizeEvent(event_);
+      runtime().synchronizeEvent(event_->get());
     }
   }
 
@@ -91,27 +145,27 @@ public:
     if (event_ == nullptr) {
       create(runtime().getDevice().index());
     }
-    return py::bytes(runtime().interprocessEventHandle(event_, device_));
+    std::string handle = runtime().interprocessEventHandle(event_->get(), event_->device());
+    exportedEvents().add(handle, event_);
+    return py::bytes(handle);
   }
 
   // -1 until the event exists.
   int64_t device() const noexcept {
-    return event_ == nullptr ? -1 : device_;
+    return event_ == nullptr ? -1 : event_->device();
   }
 
   uintptr_t eventId() const noexcept {
-    return reinterpret_cast<uintptr_t>(event_);
+    return event_ == nullptr ? 0 : reinterpret_cast<uintptr_t>(event_->get());
   }
 
 private:
   void create(c10::DeviceIndex device) {
-    event_ = runtime().createInterprocessEvent(device, blocking_);
-    device_ = device;
+    event_ = std::make_shared<RuntimeEvent>(runtime().createInterprocessEvent(device, blocking_), device);
   }
 
-  bool blocking_;
-  c10::DeviceIndex device_ = -1;
-  void* event_ = nullptr;
+  const bool blocking_;
+  std::shared_ptr<RuntimeEvent> event_;
 };
 
 c10::Stream unpackStream(int64_t stream_id, int64_t device_index, int64_t device_type) {
