@@ -90,7 +90,10 @@ std::vector<at::Tensor> flatten(const std::vector<std::vector<at::Tensor>>& list
 } // namespace
 
 AccelBackend::AccelBackend(c10::intrusive_ptr<c10d::Backend> engine)
-    : c10d::Backend(engine->getRank(), engine->getSize()), engine_(std::move(engine)) {
+    : c10d::Backend(engine->getRank(), engine->getSize()), engine_(std::move(engine)),
+      // One rank per machine, as ProcessGroupNCCL: asked now, since the
+      // destructor may run while the process exits, after the runtime.
+      warns_if_not_destroyed_(getRank() % std::max<int>(runtime().deviceCount(), 1) == 0) {
   init();
 }
 
@@ -98,12 +101,11 @@ AccelBackend::~AccelBackend() {
   if (terminated_.load()) {
     return;
   }
-  // ProcessGroupNCCL's words, from one rank per machine as it does; the
-  // engine is then shut down here, so that on the CUDA runtime NCCL's own
-  // destructor does not say it again. Destructors must not throw.
+  // ProcessGroupNCCL's words; the engine is then shut down here, so that on
+  // the CUDA runtime NCCL's own destructor does not say it again.
+  // Destructors must not throw.
   try {
-    const int devices = std::max<int>(runtime().deviceCount(), 1);
-    if (getRank() % devices == 0) {
+    if (warns_if_not_destroyed_) {
       TORCH_WARN_ONCE("WARNING: destroy_process_group() was not called before program exit, which can leak resources. "
                       "For more info, please see https://pytorch.org/docs/stable/distributed.html#shutdown");
     }

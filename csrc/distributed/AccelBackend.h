@@ -134,6 +134,8 @@ private:
 
   // Set by shutdown() and abort(): destroy_process_group() ran.
   std::atomic<bool> terminated_{false};
+  // Whether this rank says that the group was not destroyed.
+  const bool warns_if_not_destroyed_;
 
   // While coalescing, the accel tensors of the coalesced collectives: the
   // work endCoalescing returns hands them back.
