@@ -53,13 +53,13 @@ std::optional<size_t> configuredMemoryLimit() {
   return static_cast<size_t>(*mib) << 20;
 }
 
-// Runs `fn` with `device` current for accelrt calls that act on the current
-// device, restoring the caller's device afterwards (also on exceptions).
 // An interprocess event's handle (see HostRuntime::interprocessEventHandle):
 // this tag, then the exporting event's address, zero-padded to CUDA's size.
 constexpr size_t kInterprocessEventHandleSize = 64;
 constexpr char kInterprocessEventMagic[16] = "accelrt-ipc-evt";
 
+// Runs `fn` with `device` current for accelrt calls that act on the current
+// device, restoring the caller's device afterwards (also on exceptions).
 template <typename Fn> auto onDevice(c10::DeviceIndex device, Fn&& fn) {
   int previous = 0;
   TORCH_ACCEL_ACCELRT_CHECK(accelrtGetDevice(&previous));
