@@ -101,15 +101,17 @@ AccelBackend::~AccelBackend() {
   if (terminated_.load()) {
     return;
   }
-  // ProcessGroupNCCL's words; the engine is then shut down here, so that on
-  // the CUDA runtime NCCL's own destructor does not say it again.
-  // Destructors must not throw.
+  // As ProcessGroupNCCL's destructor: its words, then an abort rather than a
+  // shutdown, which could wait for peers of a program that is exiting. The
+  // engine, aborted here, then says nothing more (NCCL's destructor warns
+  // only for a group neither shut down nor aborted). Destructors must not
+  // throw.
   try {
     if (warns_if_not_destroyed_) {
       TORCH_WARN_ONCE("WARNING: destroy_process_group() was not called before program exit, which can leak resources. "
                       "For more info, please see https://pytorch.org/docs/stable/distributed.html#shutdown");
     }
-    engine_->shutdown();
+    engine_->abort();
   } catch (...) {
   }
 }

@@ -45,8 +45,8 @@ public:
   explicit AccelBackend(c10::intrusive_ptr<c10d::Backend> engine);
 
   // A group that was neither shut down nor aborted (the program did not call
-  // destroy_process_group()) warns as ProcessGroupNCCL's destructor does, and
-  // shuts its engine down.
+  // destroy_process_group()) warns and aborts its engine, as
+  // ProcessGroupNCCL's destructor does.
   ~AccelBackend() override;
 
   const std::string getBackendName() const override {
