@@ -157,9 +157,10 @@ SECTIONS: tuple[Section, ...] = (
     Section(
         name="multiprocessing",
         step="core",
-        what="accel tensors shared across processes (torch.multiprocessing)",
+        what="accel tensors and interprocess events shared across processes (torch.multiprocessing, CUDA IPC)",
         limit_s=180,
-        estimate_s=30,
+        # About four spawned children that each start CUDA.
+        estimate_s=60,
         tests=("test/test_multiprocessing.py",),
     ),
     # compile: Inductor with real Triton, and c10d over NCCL --------------------------
