@@ -118,9 +118,11 @@ size_t HostMemoryLedger::allocatedBytes(c10::DeviceIndex device) const {
 }
 
 void HostMemoryLedger::recordAllocation(
-    c10::DeviceIndex device, void* ptr, size_t size, void* stream, Context context) {
+    c10::DeviceIndex device, void* ptr, size_t size, void* stream, Context context, bool reserved) {
   std::lock_guard<std::mutex> lock(mutex_);
-  reserved_[device] -= size;
+  if (reserved) {
+    reserved_[device] -= size;
+  }
   updateStats(device, size, /*allocated=*/true);
   const auto addr = reinterpret_cast<size_t>(ptr);
   // What CUDA's allocator records when it has to map a new segment for an

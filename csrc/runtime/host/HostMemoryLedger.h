@@ -41,11 +41,13 @@ public:
 
   // Counts `size` bytes as being allocated on `device` unless the device's
   // usage would then exceed `allowed` bytes; returns whether it did. Each
-  // successful reserve is followed by one recordAllocation or unreserve.
+  // successful reserve is followed by one recordAllocation (`reserved`) or
+  // unreserve. Reserving is optional: recordAllocation without it counts
+  // the bytes from then on.
   bool reserve(c10::DeviceIndex device, size_t size, size_t allowed);
   void unreserve(c10::DeviceIndex device, size_t size);
 
-  void recordAllocation(c10::DeviceIndex device, void* ptr, size_t size, void* stream, Context context);
+  void recordAllocation(c10::DeviceIndex device, void* ptr, size_t size, void* stream, Context context, bool reserved);
   // Forgets the allocation at `ptr` (its base address); false if unknown.
   bool recordFree(void* ptr, Context context);
   void recordOutOfMemory(c10::DeviceIndex device, size_t size, size_t device_free, void* stream, Context context);
