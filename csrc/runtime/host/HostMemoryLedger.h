@@ -13,6 +13,7 @@
 #include <csrc/runtime/ObservableAllocator.h>
 
 #include <c10/core/Allocator.h>
+#include <c10/util/SmallVector.h>
 
 #include <array>
 #include <atomic>
@@ -111,7 +112,13 @@ private:
   size_t allocatedBytes(c10::DeviceIndex device) const;
 
   mutable std::mutex mutex_;
-  std::unordered_map<void*, Block> blocks_;
+  using Blocks = std::unordered_map<void*, Block>;
+  Blocks blocks_;
+  // Nodes of freed blocks, reused by the next allocations (a program
+  // allocates and frees at the same pace): recording an allocation then
+  // allocates no memory of its own.
+  static constexpr size_t kSpareBlocks = 16;
+  c10::SmallVector<Blocks::node_type, kSpareBlocks> spare_blocks_;
   // The statistics other than the block statistics, kept in block_stats_.
   std::array<c10::CachingDeviceAllocator::DeviceStats, kMaxDevices> stats_{};
   std::array<BlockStats, kMaxDevices> block_stats_{};

@@ -46,10 +46,37 @@ struct MemoryState {
     for (DeviceMemory& d : devices)
       d.limit = limit;
   }
+  using Allocations = std::map<std::uintptr_t, Allocation>;
+
+  // Records `allocation` at `addr`, in a node that a free left behind when there is one. Caller
+  // holds the mutex.
+  void record(std::uintptr_t addr, const Allocation& allocation) {
+    if (spare_count == 0) {
+      allocations.emplace(addr, allocation);
+      return;
+    }
+    Allocations::node_type node = std::move(spare_nodes[--spare_count]);
+    node.key() = addr;
+    node.mapped() = allocation;
+    allocations.insert(std::move(node));
+  }
+
+  // Forgets the allocation at `it`, keeping its node for the next record. Caller holds the mutex.
+  void forget(Allocations::const_iterator it) {
+    Allocations::node_type node = allocations.extract(it);
+    if (spare_count < spare_nodes.size())
+      spare_nodes[spare_count++] = std::move(node);
+  }
+
   std::mutex mutex;
   // Live allocations (device and host) by base address; sizes are > 0, ranges never overlap.
-  std::map<std::uintptr_t, Allocation> allocations;
+  Allocations allocations;
   std::array<DeviceMemory, kMaxDevices> devices;
+  // Map nodes of freed allocations, reused by the next ones: a program frees and allocates
+  // memory at the same pace, and then records allocations without allocating host memory for
+  // the bookkeeping (which would also interleave small blocks with the allocations themselves).
+  std::array<Allocations::node_type, 16> spare_nodes;
+  std::size_t spare_count = 0;
 };
 
 MemoryState& state() {
@@ -212,7 +239,7 @@ accelrtError_t accelrtMalloc(void** ptr, size_t size) {
   d.reserved -= size;
   if (memory == nullptr)
     return accelrtErrorMemoryAllocation;
-  s.allocations.emplace(address(memory), Allocation{size, accelrtMemoryTypeDevice, device});
+  s.record(address(memory), Allocation{size, accelrtMemoryTypeDevice, device});
   d.allocated += size;
   d.count += 1;
   d.peak = std::max(d.peak, d.allocated);
@@ -233,7 +260,7 @@ accelrtError_t accelrtFree(void* ptr) {
     DeviceMemory& d = s.devices[static_cast<std::size_t>(it->second.device)];
     d.allocated -= it->second.size;
     d.count -= 1;
-    s.allocations.erase(it);
+    s.forget(it);
   }
   std::free(ptr);
   return accelrtSuccess;
@@ -250,7 +277,7 @@ accelrtError_t accelrtMallocHost(void** ptr, size_t size) {
     return accelrtErrorMemoryAllocation;
   MemoryState& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
-  s.allocations.emplace(address(memory), Allocation{size, accelrtMemoryTypeHost, -1});
+  s.record(address(memory), Allocation{size, accelrtMemoryTypeHost, -1});
   *ptr = memory;
   return accelrtSuccess;
 }
@@ -265,7 +292,7 @@ accelrtError_t accelrtFreeHost(void* ptr) {
     if (it == s.allocations.end() || it->second.type != accelrtMemoryTypeHost) {
       return accelrtErrorInvalidValue;
     }
-    s.allocations.erase(it);
+    s.forget(it);
   }
   std::free(ptr);
   return accelrtSuccess;
