@@ -153,8 +153,11 @@ TargetCall::TargetCall(const c10::OperatorHandle& op, const OperatorFacts& facts
 
 TargetCall::~TargetCall() {
   // The next operator call can reuse the target views (see recycleTarget).
-  for (auto& mapped : inputs_) {
-    recycleTarget(std::move(mapped.target));
+  // Handed back last to first, so that the next call's first argument gets
+  // this call's first view, and so on: an operator called again on tensors
+  // of the same shapes then finds each view with its sizes already set.
+  for (auto it = inputs_.rbegin(); it != inputs_.rend(); ++it) {
+    recycleTarget(std::move(it->target));
   }
 }
 
@@ -206,7 +209,7 @@ at::Tensor TargetCall::mapTensor(c10::MaybeOwned<at::Tensor> accel, bool is_muta
   const c10::StorageImpl* accel_storage = accel->storage().unsafeGetStorageImpl();
   const MappedTensor* same_storage = nullptr;
   for (const auto& mapped : inputs_) {
-    if (mapped.target_storage != nullptr && mapped.accel->storage().unsafeGetStorageImpl() == accel_storage) {
+    if (mapped.accel_storage == accel_storage) {
       same_storage = &mapped;
       break;
     }
@@ -218,7 +221,7 @@ at::Tensor TargetCall::mapTensor(c10::MaybeOwned<at::Tensor> accel, bool is_muta
     target = quantizedTarget(target, std::move(quantizer));
   }
   c10::StorageImpl* target_storage = target.storage().unsafeGetStorageImpl();
-  inputs_.push_back({std::move(accel), target, target_storage, is_mutable});
+  inputs_.push_back({std::move(accel), target, accel_storage, target_storage, is_mutable});
   return target;
 }
 
@@ -232,7 +235,7 @@ at::Tensor TargetCall::mapComposed(c10::MaybeOwned<at::Tensor> accel, bool is_mu
   };
   at::Tensor target =
       accel->is_nested() ? nestedOver(map_part(bufferOf(*accel)), *accel) : sparseTarget(*accel, map_part);
-  inputs_.push_back({std::move(accel), target, nullptr, is_mutable});
+  inputs_.push_back({std::move(accel), target, nullptr, nullptr, is_mutable});
   return target;
 }
 
