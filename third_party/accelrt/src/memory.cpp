@@ -34,8 +34,7 @@ struct Allocation {
 
 struct DeviceMemory {
   std::size_t limit = 0;
-  std::size_t allocated = 0; // committed: live allocations
-  std::size_t reserved = 0;  // accepted against the limit, host allocation in progress
+  std::size_t allocated = 0; // live allocations
   std::size_t peak = 0;
   std::size_t count = 0;
 };
@@ -207,8 +206,7 @@ accelrtError_t accelrtMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
   MemoryState& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   const DeviceMemory& d = s.devices[static_cast<std::size_t>(device)];
-  const std::size_t used = d.allocated + d.reserved;
-  *free_bytes = d.limit > used ? d.limit - used : 0;
+  *free_bytes = d.limit > d.allocated ? d.limit - d.allocated : 0;
   *total_bytes = d.limit;
   return accelrtSuccess;
 }
@@ -224,27 +222,27 @@ accelrtError_t accelrtMalloc(void** ptr, size_t size) {
   if (size == 0)
     return accelrtSuccess;
 
+  // The host allocation runs outside the lock; the limit is checked and the allocation recorded
+  // under one lock afterwards (memory over the limit goes straight back): every tensor allocates,
+  // and one lock costs less than a reservation and a commit.
+  void* memory = aligned_allocate(size);
+  if (memory == nullptr)
+    return accelrtErrorMemoryAllocation;
   MemoryState& s = state();
   DeviceMemory& d = s.devices[static_cast<std::size_t>(device)];
   {
-    // Reserve against the limit first so the host allocation can run outside the lock.
     std::lock_guard<std::mutex> lock(s.mutex);
-    const std::size_t used = d.allocated + d.reserved;
-    if (used > d.limit || size > d.limit - used)
-      return accelrtErrorMemoryAllocation;
-    d.reserved += size;
+    if (d.allocated <= d.limit && size <= d.limit - d.allocated) {
+      s.record(address(memory), Allocation{size, accelrtMemoryTypeDevice, device});
+      d.allocated += size;
+      d.count += 1;
+      d.peak = std::max(d.peak, d.allocated);
+      *ptr = memory;
+      return accelrtSuccess;
+    }
   }
-  void* memory = aligned_allocate(size);
-  std::lock_guard<std::mutex> lock(s.mutex);
-  d.reserved -= size;
-  if (memory == nullptr)
-    return accelrtErrorMemoryAllocation;
-  s.record(address(memory), Allocation{size, accelrtMemoryTypeDevice, device});
-  d.allocated += size;
-  d.count += 1;
-  d.peak = std::max(d.peak, d.allocated);
-  *ptr = memory;
-  return accelrtSuccess;
+  std::free(memory);
+  return accelrtErrorMemoryAllocation;
 }
 
 accelrtError_t accelrtFree(void* ptr) {
