@@ -225,6 +225,40 @@ def test_kernel_view_results_share_accel_storage():
     assert torch.equal(windows.cpu(), (torch.arange(12.0) + 100).unfold(0, 4, 2))
 
 
+@pytest.mark.parametrize("inference", [False, True])
+def test_fresh_results_are_accel_tensors_like_constructed_ones(inference, target):
+    # A fresh result may be the target kernel's own TensorImpl taken over
+    # (TargetCall::mapResult): it must be indistinguishable from an accel
+    # tensor made by a factory, through unboxed kernels and the boxed fallback.
+    x = torch.randn(4, 6, device="accel")
+    with torch.inference_mode(inference):
+        expected_keys = torch._C._dispatch_keys(torch.empty(2, device="accel"))
+        results = [x + x, x * 2, torch.relu(x), x.cumsum(0), *torch.sort(x, dim=1), x.t().contiguous(), x.clone()]
+        targets = [x.to(target) + x.to(target), x.to(target) * 2, torch.relu(x.to(target)), x.to(target).cumsum(0)]
+        targets += [*torch.sort(x.to(target), dim=1), x.to(target).t().contiguous(), x.to(target).clone()]
+    for result, expected in zip(results, targets):
+        assert torch._C._dispatch_keys(result) == expected_keys
+        assert result.untyped_storage().device == result.device == x.device
+        assert result.is_inference() == inference and result._base is None
+        assert_bitwise(result, expected, target)
+        if not inference:
+            assert result._version == 0
+            result.add_(1)
+            assert result._version == 1
+            assert torch.equal(result.to(target), expected + 1)
+
+
+def test_fresh_results_keep_autograd(target):
+    x = torch.randn(3, 3, device="accel", requires_grad=True)
+    y = (x * x).relu().sum()
+    y.backward()
+    assert x.grad.device == x.device
+    assert torch._C._dispatch_keys(x.grad) == torch._C._dispatch_keys(torch.empty(1, device="accel"))
+    reference = x.detach().to(target).requires_grad_()
+    (reference * reference).relu().sum().backward()
+    assert_bitwise(x.grad, reference.grad, target)
+
+
 def test_views_and_metadata_ops_never_reach_the_fallback():
     x = torch.randn(4, 6, device="accel")
     before = fallback_calls()

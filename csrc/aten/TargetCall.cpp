@@ -90,6 +90,33 @@ c10::DispatchKeySet withQuantizedKey(c10::DispatchKeySet keys, bool quantized) {
                    : keys.remove(c10::DispatchKey::Quantized).add(c10::DispatchKey::Dense);
 }
 
+// The keys of a target TensorImpl as its constructor makes them, out of and
+// in inference mode (an inference tensor has no autograd keys).
+c10::DispatchKeySet constructedTargetKeys(bool inference) {
+  const c10::BackendComponent backend = c10::toBackendComponent(targetDispatchKey());
+  const auto keys = c10::DispatchKeySet(targetDispatchKey()) | c10::getAutocastRelatedKeySetFromBackend(backend);
+  return inference ? keys : keys | c10::getAutogradRelatedKeySetFromBackend(backend);
+}
+
+// Whether `result`, a strided target tensor over memory that the call has
+// adopted, is a tensor that its kernel made and that only the caller's
+// reference holds: no Python object, no weak references, no other views,
+// and nothing set on it that a fresh accel TensorImpl would not have.
+// Such a tensor can change hands as its memory does (see mapResult).
+bool isFreshTargetTensor(const at::Tensor& result) {
+  static const c10::DispatchKeySet keys = constructedTargetKeys(/*inference=*/false);
+  static const c10::DispatchKeySet inference_keys = constructedTargetKeys(/*inference=*/true);
+  c10::TensorImpl* impl = result.unsafeGetTensorImpl();
+  const c10::DispatchKeySet result_keys = impl->key_set();
+  if (result_keys != keys && result_keys != inference_keys) {
+    return false; // a subclass, a wrapped or lazily conjugated tensor, ...
+  }
+  return result.use_count() == 1 && result.weak_use_count() == 1 && impl->pyobj_slot()->load_pyobj() == nullptr &&
+         !impl->is_wrapped_number() && impl->allow_tensor_metadata_change() && impl->autograd_meta() == nullptr &&
+         !impl->has_named_tensor_meta() && !impl->has_symbolic_sizes_strides() &&
+         (result_keys == inference_keys || impl->version_counter().current_version() == 0);
+}
+
 // How a tensor that accel cannot represent is named in errors: by its
 // layout (Mkldnn, ...).
 std::string kindOf(const at::Tensor& tensor) {
@@ -126,8 +153,11 @@ TargetCall::TargetCall(const c10::OperatorHandle& op, const OperatorFacts& facts
 
 TargetCall::~TargetCall() {
   // The next operator call can reuse the target views (see recycleTarget).
-  for (auto& mapped : inputs_) {
-    recycleTarget(std::move(mapped.target));
+  // Handed back last to first, so that the next call's first argument gets
+  // this call's first view, and so on: an operator called again on tensors
+  // of the same shapes then finds each view with its sizes already set.
+  for (auto it = inputs_.rbegin(); it != inputs_.rend(); ++it) {
+    recycleTarget(std::move(it->target));
   }
 }
 
@@ -179,7 +209,7 @@ at::Tensor TargetCall::mapTensor(c10::MaybeOwned<at::Tensor> accel, bool is_muta
   const c10::StorageImpl* accel_storage = accel->storage().unsafeGetStorageImpl();
   const MappedTensor* same_storage = nullptr;
   for (const auto& mapped : inputs_) {
-    if (mapped.target_storage != nullptr && mapped.accel->storage().unsafeGetStorageImpl() == accel_storage) {
+    if (mapped.accel_storage == accel_storage) {
       same_storage = &mapped;
       break;
     }
@@ -191,7 +221,7 @@ at::Tensor TargetCall::mapTensor(c10::MaybeOwned<at::Tensor> accel, bool is_muta
     target = quantizedTarget(target, std::move(quantizer));
   }
   c10::StorageImpl* target_storage = target.storage().unsafeGetStorageImpl();
-  inputs_.push_back({std::move(accel), target, target_storage, is_mutable});
+  inputs_.push_back({std::move(accel), target, accel_storage, target_storage, is_mutable});
   return target;
 }
 
@@ -205,7 +235,7 @@ at::Tensor TargetCall::mapComposed(c10::MaybeOwned<at::Tensor> accel, bool is_mu
   };
   at::Tensor target =
       accel->is_nested() ? nestedOver(map_part(bufferOf(*accel)), *accel) : sparseTarget(*accel, map_part);
-  inputs_.push_back({std::move(accel), target, nullptr, is_mutable});
+  inputs_.push_back({std::move(accel), target, nullptr, nullptr, is_mutable});
   return target;
 }
 
@@ -517,11 +547,22 @@ at::Tensor TargetCall::mapResult(const at::Tensor& result) {
     return quantizedAccel(
         adoptStorage(result.storage()), result, accelQuantizer(quantizerOf(result)), {}, /*is_view=*/false);
   }
+  c10::Storage accel_storage = adoptStorage(result.storage());
+  if (isFreshTargetTensor(result)) {
+    // Nothing but the caller's reference holds this tensor, which the caller
+    // drops for the accel one: it becomes the accel tensor itself, with the
+    // keys an accel TensorImpl gets from its constructor, which saves making
+    // one and destroying the other on nearly every call.
+    c10::TensorImpl* impl = result.unsafeGetTensorImpl();
+    impl->_change_backend_component_keys(c10::Device(kAccel, device_));
+    impl->set_storage_keep_dtype(std::move(accel_storage)); // and its device
+    return result;
+  }
   // The constructor adds autograd keys (unless in inference mode).
   return withMetadataOf(
       result,
       c10::make_intrusive<c10::TensorImpl>(
-          adoptStorage(result.storage()), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), result.dtype()));
+          std::move(accel_storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), result.dtype()));
 }
 
 // The accel quantizer for a target quantizer: the one it stands for, or a

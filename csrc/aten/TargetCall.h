@@ -146,6 +146,10 @@ private:
   struct MappedTensor {
     c10::MaybeOwned<at::Tensor> accel;
     at::Tensor target;
+    // The accel tensor's storage, looked up once (mapTensor compares every
+    // new argument's with those of the arguments before it). Null for a
+    // tensor made of parts.
+    const c10::StorageImpl* accel_storage;
     // The storage the target view was created with; views of one accel
     // storage share one (see mapTensor). Null for a tensor made of parts
     // (sparse, nested), which are mapped tensors of their own.

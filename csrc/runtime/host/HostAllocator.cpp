@@ -116,25 +116,32 @@ c10::DataPtr allocateAccelrtMemory(size_t nbytes, c10::Device label) {
   auto context = ledger.contextForAllocation();
   void* const stream = currentStream(device);
   size_t allowed = std::numeric_limits<size_t>::max();
-  if (const double fraction = ledger.memoryFraction(device); fraction < 1.0) {
+  // Only a device capped by a memory fraction reserves its bytes in the
+  // ledger before accelrt allocates them (so that allocations racing on
+  // other threads see them); without a cap accelrt's own limit is the
+  // only one, and the ledger is told once, afterwards.
+  const bool capped = ledger.memoryFraction(device) < 1.0;
+  if (capped) {
     size_t free_bytes = 0;
     size_t total_bytes = 0;
     TORCH_ACCEL_ACCELRT_CHECK(accelrtMemGetInfo(&free_bytes, &total_bytes));
-    allowed = static_cast<size_t>(fraction * static_cast<double>(total_bytes));
-  }
-  if (!ledger.reserve(device, nbytes, allowed)) {
-    outOfMemory(device, nbytes, allowed, stream, std::move(context));
+    allowed = static_cast<size_t>(ledger.memoryFraction(device) * static_cast<double>(total_bytes));
+    if (!ledger.reserve(device, nbytes, allowed)) {
+      outOfMemory(device, nbytes, allowed, stream, std::move(context));
+    }
   }
   void* ptr = nullptr;
   const accelrtError_t err = accelrtMalloc(&ptr, nbytes);
   if (err != accelrtSuccess) {
-    ledger.unreserve(device, nbytes);
+    if (capped) {
+      ledger.unreserve(device, nbytes);
+    }
     if (err == accelrtErrorMemoryAllocation) {
       outOfMemory(device, nbytes, allowed, stream, std::move(context));
     }
     TORCH_ACCEL_ACCELRT_CHECK(err);
   }
-  ledger.recordAllocation(device, ptr, nbytes, stream, std::move(context));
+  ledger.recordAllocation(device, ptr, nbytes, stream, std::move(context), /*reserved=*/capped);
   return c10::DataPtr(ptr, ptr, &deleteAccelrtMemory, label);
 }
 

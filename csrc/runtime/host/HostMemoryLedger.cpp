@@ -42,6 +42,15 @@ template <typename Fn> void forEachStat(c10::CachingDeviceAllocator::DeviceStats
   fn(stats.oversize_segments);
 }
 
+// forEachStat for the ledger's block statistics.
+template <typename BlockStats, typename Fn> void forEachBlockStat(BlockStats& stats, Fn fn) {
+  for (auto* pools : {&stats.count, &stats.bytes}) {
+    for (auto& stat : *pools) {
+      fn(stat);
+    }
+  }
+}
+
 } // namespace
 
 HostMemoryLedger::HostMemoryLedger() {
@@ -68,7 +77,7 @@ HostMemoryLedger::Context HostMemoryLedger::contextForFree() const {
 
 bool HostMemoryLedger::reserve(c10::DeviceIndex device, size_t size, size_t allowed) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const auto used = static_cast<size_t>(stats_[device].reserved_bytes[kAggregate].current) + reserved_[device];
+  const auto used = allocatedBytes(device) + reserved_[device];
   if (used > allowed || size > allowed - used) {
     return false;
   }
@@ -83,33 +92,54 @@ void HostMemoryLedger::unreserve(c10::DeviceIndex device, size_t size) {
 
 size_t HostMemoryLedger::usedBytes(c10::DeviceIndex device) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return static_cast<size_t>(stats_[device].reserved_bytes[kAggregate].current) + reserved_[device];
+  return allocatedBytes(device) + reserved_[device];
 }
 
 void HostMemoryLedger::updateStats(c10::DeviceIndex device, size_t size, bool allocated) {
-  auto& stats = stats_[device];
-  for (const size_t type : {kAggregate, poolOf(size)}) {
-    for (auto* array : {&stats.allocation, &stats.segment, &stats.active}) {
-      allocated ? (*array)[type].increase(1) : (*array)[type].decrease(1);
-    }
-    for (auto* array : {&stats.allocated_bytes, &stats.reserved_bytes, &stats.active_bytes, &stats.requested_bytes}) {
-      allocated ? (*array)[type].increase(size) : (*array)[type].decrease(size);
-    }
+  auto& block_stats = block_stats_[device];
+  const size_t pool = poolOf(size);
+  if (allocated) {
+    block_stats.count[kAggregate].increase(1);
+    block_stats.count[pool].increase(1);
+    block_stats.bytes[kAggregate].increase(size);
+    block_stats.bytes[pool].increase(size);
+    ++stats_[device].num_device_alloc;
+  } else {
+    block_stats.count[kAggregate].decrease(1);
+    block_stats.count[pool].decrease(1);
+    block_stats.bytes[kAggregate].decrease(size);
+    block_stats.bytes[pool].decrease(size);
+    ++stats_[device].num_device_free;
   }
-  ++(allocated ? stats.num_device_alloc : stats.num_device_free);
+}
+
+size_t HostMemoryLedger::allocatedBytes(c10::DeviceIndex device) const {
+  return static_cast<size_t>(block_stats_[device].bytes[kAggregate].current);
 }
 
 void HostMemoryLedger::recordAllocation(
-    c10::DeviceIndex device, void* ptr, size_t size, void* stream, Context context) {
+    c10::DeviceIndex device, void* ptr, size_t size, void* stream, Context context, bool reserved) {
   std::lock_guard<std::mutex> lock(mutex_);
-  reserved_[device] -= size;
+  if (reserved) {
+    reserved_[device] -= size;
+  }
   updateStats(device, size, /*allocated=*/true);
   const auto addr = reinterpret_cast<size_t>(ptr);
   // What CUDA's allocator records when it has to map a new segment for an
   // allocation: here, every allocation.
   record(TraceEntry::SEGMENT_ALLOC, device, addr, size, stream, context);
   record(TraceEntry::ALLOC, device, addr, size, stream, context);
-  blocks_.emplace(ptr, Block{device, size, stream, std::move(context)});
+  Block block{device, size, stream, std::move(context)};
+  if (spare_blocks_.empty()) {
+    blocks_.emplace(ptr, std::move(block));
+  } else {
+    // A freed block's node: no allocation for the bookkeeping of one.
+    auto node = std::move(spare_blocks_.back());
+    spare_blocks_.pop_back();
+    node.key() = ptr;
+    node.mapped() = std::move(block);
+    blocks_.insert(std::move(node));
+  }
 }
 
 bool HostMemoryLedger::recordFree(void* ptr, Context context) {
@@ -126,7 +156,11 @@ bool HostMemoryLedger::recordFree(void* ptr, Context context) {
   record(TraceEntry::FREE_REQUESTED, block.device, addr, block.size, block.stream, context);
   record(TraceEntry::FREE_COMPLETED, block.device, addr, block.size, block.stream, context);
   record(TraceEntry::SEGMENT_FREE, block.device, addr, block.size, block.stream, context);
-  blocks_.erase(it);
+  auto node = blocks_.extract(it);
+  if (spare_blocks_.size() < kSpareBlocks) {
+    node.mapped().context.reset();
+    spare_blocks_.push_back(std::move(node));
+  }
   return true;
 }
 
@@ -181,6 +215,9 @@ void HostMemoryLedger::setMemoryFraction(c10::DeviceIndex device, double fractio
 c10::CachingDeviceAllocator::DeviceStats HostMemoryLedger::stats(c10::DeviceIndex device) const {
   std::lock_guard<std::mutex> lock(mutex_);
   auto stats = stats_[device];
+  const auto& block_stats = block_stats_[device];
+  stats.allocation = stats.segment = stats.active = block_stats.count;
+  stats.allocated_bytes = stats.reserved_bytes = stats.active_bytes = stats.requested_bytes = block_stats.bytes;
   stats.max_split_size = static_cast<int64_t>(c10::CachingAllocator::AcceleratorAllocatorConfig::max_split_size());
   return stats;
 }
@@ -189,12 +226,14 @@ void HostMemoryLedger::resetPeakStats(c10::DeviceIndex device) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto& stats = stats_[device];
   forEachStat(stats, [](c10::CachingAllocator::Stat& stat) { stat.reset_peak(); });
+  forEachBlockStat(block_stats_[device], [](c10::CachingAllocator::Stat& stat) { stat.reset_peak(); });
 }
 
 void HostMemoryLedger::resetAccumulatedStats(c10::DeviceIndex device) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto& stats = stats_[device];
   forEachStat(stats, [](c10::CachingAllocator::Stat& stat) { stat.reset_accumulated(); });
+  forEachBlockStat(block_stats_[device], [](c10::CachingAllocator::Stat& stat) { stat.reset_accumulated(); });
   stats.num_alloc_retries = 0;
   stats.num_ooms = 0;
   stats.num_sync_all_streams = 0;
@@ -260,13 +299,7 @@ MemorySnapshot HostMemoryLedger::snapshot(bool include_traces, c10::DeviceIndex 
   for (c10::DeviceIndex device = 0; device < device_count; ++device) {
     // As CUDA's allocator: a snapshot is itself an event of the history,
     // so that a trace can be lined up with the snapshots taken during it.
-    record(
-        TraceEntry::SNAPSHOT,
-        device,
-        0,
-        static_cast<size_t>(stats_[device].active_bytes[kAggregate].current),
-        nullptr,
-        nullptr);
+    record(TraceEntry::SNAPSHOT, device, 0, allocatedBytes(device), nullptr, nullptr);
     if (include_traces) {
       out.device_traces[static_cast<size_t>(device)] = histories_[device].inOrder();
     }

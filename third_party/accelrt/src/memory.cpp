@@ -34,8 +34,7 @@ struct Allocation {
 
 struct DeviceMemory {
   std::size_t limit = 0;
-  std::size_t allocated = 0; // committed: live allocations
-  std::size_t reserved = 0;  // accepted against the limit, host allocation in progress
+  std::size_t allocated = 0; // live allocations
   std::size_t peak = 0;
   std::size_t count = 0;
 };
@@ -46,10 +45,37 @@ struct MemoryState {
     for (DeviceMemory& d : devices)
       d.limit = limit;
   }
+  using Allocations = std::map<std::uintptr_t, Allocation>;
+
+  // Records `allocation` at `addr`, in a node that a free left behind when there is one. Caller
+  // holds the mutex.
+  void record(std::uintptr_t addr, const Allocation& allocation) {
+    if (spare_count == 0) {
+      allocations.emplace(addr, allocation);
+      return;
+    }
+    Allocations::node_type node = std::move(spare_nodes[--spare_count]);
+    node.key() = addr;
+    node.mapped() = allocation;
+    allocations.insert(std::move(node));
+  }
+
+  // Forgets the allocation at `it`, keeping its node for the next record. Caller holds the mutex.
+  void forget(Allocations::const_iterator it) {
+    Allocations::node_type node = allocations.extract(it);
+    if (spare_count < spare_nodes.size())
+      spare_nodes[spare_count++] = std::move(node);
+  }
+
   std::mutex mutex;
   // Live allocations (device and host) by base address; sizes are > 0, ranges never overlap.
-  std::map<std::uintptr_t, Allocation> allocations;
+  Allocations allocations;
   std::array<DeviceMemory, kMaxDevices> devices;
+  // Map nodes of freed allocations, reused by the next ones: a program frees and allocates
+  // memory at the same pace, and then records allocations without allocating host memory for
+  // the bookkeeping (which would also interleave small blocks with the allocations themselves).
+  std::array<Allocations::node_type, 16> spare_nodes;
+  std::size_t spare_count = 0;
 };
 
 MemoryState& state() {
@@ -180,8 +206,7 @@ accelrtError_t accelrtMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
   MemoryState& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   const DeviceMemory& d = s.devices[static_cast<std::size_t>(device)];
-  const std::size_t used = d.allocated + d.reserved;
-  *free_bytes = d.limit > used ? d.limit - used : 0;
+  *free_bytes = d.limit > d.allocated ? d.limit - d.allocated : 0;
   *total_bytes = d.limit;
   return accelrtSuccess;
 }
@@ -197,27 +222,27 @@ accelrtError_t accelrtMalloc(void** ptr, size_t size) {
   if (size == 0)
     return accelrtSuccess;
 
+  // The host allocation runs outside the lock; the limit is checked and the allocation recorded
+  // under one lock afterwards (memory over the limit goes straight back): every tensor allocates,
+  // and one lock costs less than a reservation and a commit.
+  void* memory = aligned_allocate(size);
+  if (memory == nullptr)
+    return accelrtErrorMemoryAllocation;
   MemoryState& s = state();
   DeviceMemory& d = s.devices[static_cast<std::size_t>(device)];
   {
-    // Reserve against the limit first so the host allocation can run outside the lock.
     std::lock_guard<std::mutex> lock(s.mutex);
-    const std::size_t used = d.allocated + d.reserved;
-    if (used > d.limit || size > d.limit - used)
-      return accelrtErrorMemoryAllocation;
-    d.reserved += size;
+    if (d.allocated <= d.limit && size <= d.limit - d.allocated) {
+      s.record(address(memory), Allocation{size, accelrtMemoryTypeDevice, device});
+      d.allocated += size;
+      d.count += 1;
+      d.peak = std::max(d.peak, d.allocated);
+      *ptr = memory;
+      return accelrtSuccess;
+    }
   }
-  void* memory = aligned_allocate(size);
-  std::lock_guard<std::mutex> lock(s.mutex);
-  d.reserved -= size;
-  if (memory == nullptr)
-    return accelrtErrorMemoryAllocation;
-  s.allocations.emplace(address(memory), Allocation{size, accelrtMemoryTypeDevice, device});
-  d.allocated += size;
-  d.count += 1;
-  d.peak = std::max(d.peak, d.allocated);
-  *ptr = memory;
-  return accelrtSuccess;
+  std::free(memory);
+  return accelrtErrorMemoryAllocation;
 }
 
 accelrtError_t accelrtFree(void* ptr) {
@@ -233,7 +258,7 @@ accelrtError_t accelrtFree(void* ptr) {
     DeviceMemory& d = s.devices[static_cast<std::size_t>(it->second.device)];
     d.allocated -= it->second.size;
     d.count -= 1;
-    s.allocations.erase(it);
+    s.forget(it);
   }
   std::free(ptr);
   return accelrtSuccess;
@@ -250,7 +275,7 @@ accelrtError_t accelrtMallocHost(void** ptr, size_t size) {
     return accelrtErrorMemoryAllocation;
   MemoryState& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
-  s.allocations.emplace(address(memory), Allocation{size, accelrtMemoryTypeHost, -1});
+  s.record(address(memory), Allocation{size, accelrtMemoryTypeHost, -1});
   *ptr = memory;
   return accelrtSuccess;
 }
@@ -265,7 +290,7 @@ accelrtError_t accelrtFreeHost(void* ptr) {
     if (it == s.allocations.end() || it->second.type != accelrtMemoryTypeHost) {
       return accelrtErrorInvalidValue;
     }
-    s.allocations.erase(it);
+    s.forget(it);
   }
   std::free(ptr);
   return accelrtSuccess;
