@@ -110,6 +110,7 @@ SECTIONS: tuple[Section, ...] = (
             "test/test_lazy_init.py",
             "test/test_accelerator.py",
             "test/test_random.py",
+            "test/test_graphs.py",
             "test/test_serialization.py",
             "test/test_autoload.py",
             "test/test_dynamo_interface.py",

@@ -9,6 +9,7 @@
 #include <csrc/aten/TargetCall.h>
 #ifdef TORCH_ACCEL_WITH_DISTRIBUTED
 #include <csrc/python/Distributed.h>
+#include <csrc/python/Graphs.h>
 #endif
 #include <csrc/python/Memory.h>
 #include <csrc/python/Multiprocessing.h>
@@ -434,6 +435,7 @@ PYBIND11_MODULE(_C, m) {
   initDistributedBindings(m);
 #endif
   initMultiprocessingBindings(m);
+  initGraphBindings(m);
 
   // Random number generators.
   m.def("_default_generator", [](int64_t device) {
