@@ -21,6 +21,7 @@ from ._lazy import DeferredAccelCallError, _is_in_bad_fork, _lazy_call, _lazy_in
 from ._utils import DeviceLike, _get_device_index
 from . import amp, graphs, memory, random
 from .graphs import AccelGraph, Graph, graph, graph_pool_handle, is_current_stream_capturing
+from .graphs import make_graphed_callables
 from .memory import (
     attach_out_of_memory_observer,
     empty_cache,

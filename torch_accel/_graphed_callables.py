@@ -40,30 +40,27 @@ def _flat_tensors(args: Any, what: str) -> tuple[tuple[torch.Tensor, ...], Any]:
     flat, spec = tree_flatten(args)
     for item in flat:
         if not isinstance(item, torch.Tensor):
-            raise TypeError(
-                f"make_graphed_callables on accel: {what} must contain only tensors "
-                f"(other values are fixed at capture); got {type(item).__name__}"
+            # AssertionError, as torch.cuda raises for the same mistake.
+            raise AssertionError(
+                f"make_graphed_callables on accel: {what} must contain only tensors (other values would be "
+                f"fixed at capture); got {type(item).__name__}"
             )
     return tuple(flat), spec
 
 
 def _check_callable(func: _Callable, flat_args: tuple[torch.Tensor, ...]) -> None:
+    # The conditions torch.cuda.make_graphed_callables asserts, with its exception type.
     if isinstance(func, torch.nn.Module):
-        hooks = (
-            func._backward_hooks,
-            func._forward_hooks,
-            func._forward_pre_hooks,
-        )
-        if any(len(h) for h in hooks):
-            raise RuntimeError(
-                "make_graphed_callables on accel: the module has hooks registered; a graph replays the "
-                "kernels captured, so hooks would not run. Register them after capture, or graph the "
-                "module without them"
+        if func._backward_hooks or func._forward_hooks or func._forward_pre_hooks:
+            raise AssertionError(
+                "make_graphed_callables on accel: modules must not have hooks registered when they are passed "
+                "(a graph replays the kernels captured, so hooks would not run); hooks registered afterwards "
+                "are allowed"
             )
-        if any(not p.requires_grad for p in func.parameters()):
-            raise RuntimeError(
-                "make_graphed_callables on accel: every parameter of a graphed module must require grad "
-                "(its gradient graph is captured once)"
+        if any(b.requires_grad for b in func.buffers()):
+            raise AssertionError(
+                "make_graphed_callables on accel: only parameters may be trainable; every buffer of a graphed "
+                "module must have requires_grad=False"
             )
     for arg in flat_args:
         if arg.device.type != "accel":

@@ -459,7 +459,7 @@ class AccelGraphed:
         self.captures: dict[tuple[int, ...], list[_Capture]] = {}
         self.recapture_limit = config.triton.cudagraph_unexpected_rerecord_limit
         self.warned: set[str] = set()
-        self.counters = counters["inductor"]
+        self.counters = counters  # looked up at each count: Dynamo may replace counters["inductor"]
 
     def __call__(self, inputs: list[Any]) -> Any:
         key = tuple(x for x in inputs if isinstance(x, int))
@@ -484,7 +484,7 @@ class AccelGraphed:
                 captures = self.captures[key] = []
             capture = _Capture(self, inputs)
             captures.append(capture)
-            self.counters[CAPTURE_COUNTER] += 1
+            self.counters["inductor"][CAPTURE_COUNTER] += 1
         elif capture.outputs_alive() and not self._may_invalidate(capture):
             return self._run_unreplayed(
                 inputs,
@@ -492,7 +492,7 @@ class AccelGraphed:
             )
         if self.pair is not None:
             self.pair.backward_pending = self.kind == "forward"
-        self.counters[REPLAY_COUNTER] += 1
+        self.counters["inductor"][REPLAY_COUNTER] += 1
         return capture.replay(inputs)
 
     def _may_invalidate(self, capture: _Capture) -> bool:
@@ -511,7 +511,7 @@ class AccelGraphed:
         return self.model(inputs)
 
     def _run_unreplayed(self, inputs: list[Any], why: str) -> Any:
-        self.counters[UNREPLAYED_COUNTER] += 1
+        self.counters["inductor"][UNREPLAYED_COUNTER] += 1
         if why not in self.warned:
             self.warned.add(why)
             warnings.warn(

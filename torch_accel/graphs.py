@@ -172,5 +172,10 @@ class graph:
         # Returning None propagates exceptions from capture_end or stream_ctx.__exit__.
 
 
-# make_graphed_callables (forward and backward graphs of callables, as
-# torch.cuda.make_graphed_callables) belongs here, next to graph.
+# --- make_graphed_callables ---------------------------------------------------
+# Forward and backward graphs of callables, as torch.cuda.make_graphed_callables;
+# written in its own module (on top of Graph and graph above).
+
+from ._graphed_callables import make_graphed_callables  # noqa: E402
+
+__all__ += ["make_graphed_callables"]
