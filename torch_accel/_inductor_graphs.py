@@ -417,9 +417,11 @@ class _Capture:
 
         for i in self.copy_idxs:
             self.static_inputs[i].copy_(inputs[i])
-        inputs.clear()
         self.invalidate_outputs()
+        # The captured static inputs do not own their memory (_alias_of_memory):
+        # the caller's list keeps it alive until the replay is done.
         self.graph.replay()
+        inputs.clear()
         self.replayed_at_step = _mark_step()
         storages = [torch._C._construct_storage_from_data_pointer(ptr, self.device, nbytes) for ptr, nbytes, _ in self.storages]
         self.handed_out = [(StorageWeakRef(s), trace) for s, (_, _, trace) in zip(storages, self.storages)]
