@@ -563,9 +563,10 @@ def bench_graphs(quick: bool) -> list[dict]:
     trees). Training (forward and backward) only where the target can run in
     this process: on cuda, a backward in a process with accel registered
     fails (see workloads.py), so the cuda rows are inference only."""
-    repeats, inner = (5, 20) if quick else (15, 100)
+    repeats, inner = (5, 50) if quick else (15, 200)
     rows = []
-    for training in (False, True):
+    # --quick: inference only (each mode and device compiles the model: most of the section's time).
+    for training in (False,) if quick else (False, True):
         what = "training step (forward+backward)" if training else "inference"
         calls = {
             "accel default": (small_op_step("accel", "default", training), "accel"),

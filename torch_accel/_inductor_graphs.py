@@ -58,6 +58,8 @@ import weakref
 from typing import Any, Callable, Optional, Sequence
 
 import torch
+from torch._C._dynamo.guards import _reinterpret_tensor
+from torch.multiprocessing.reductions import StorageWeakRef
 
 _DEVICE_TYPE = "accel"
 
@@ -311,10 +313,17 @@ _FREED_MESSAGE = (
 )
 
 
-def _mark_step() -> int:
-    from torch._inductor.cudagraph_trees import MarkStepBox
+_mark_step_box: Any = None
 
-    return MarkStepBox.mark_step_counter
+
+def _mark_step() -> int:
+    """torch.compiler.cudagraph_mark_step_begin()'s counter (it changes at each call)."""
+    global _mark_step_box
+    if _mark_step_box is None:
+        from torch._inductor.cudagraph_trees import MarkStepBox
+
+        _mark_step_box = MarkStepBox
+    return _mark_step_box.mark_step_counter
 
 
 def _alias_of_memory(t: torch.Tensor) -> torch.Tensor:
@@ -391,7 +400,7 @@ class _Capture:
             if storage.data_ptr() not in index:
                 index[storage.data_ptr()] = len(self.storages)
                 self.storages.append((storage.data_ptr(), storage.nbytes(), traces[k] if k < len(traces) else None))
-            plan.append((_GRAPH_MEMORY, index[storage.data_ptr()], out.size(), out.stride(), out.storage_offset(), out.dtype))
+            plan.append((_GRAPH_MEMORY, index[storage.data_ptr()], out.size(), out.stride(), out.storage_offset(), out))
         return plan
 
     def matches(self, inputs: list[Any]) -> bool:
@@ -413,8 +422,6 @@ class _Capture:
         self.invalidate_outputs(_FREED_MESSAGE)
 
     def replay(self, inputs: list[Any]) -> list[Any]:
-        from torch.multiprocessing.reductions import StorageWeakRef
-
         for i in self.copy_idxs:
             self.static_inputs[i].copy_(inputs[i])
         self.invalidate_outputs()
@@ -428,8 +435,10 @@ class _Capture:
         results: list[Any] = []
         for entry in self.plan:
             if entry[0] == _GRAPH_MEMORY:
-                _, s, size, stride, offset, dtype = entry
-                results.append(torch.empty((0,), dtype=dtype, device=self.device).set_(storages[s], offset, size, stride))
+                _, s, size, stride, offset, template = entry
+                # A new tensor (an alias of the captured output: cheaper than
+                # an allocation), then moved onto this replay's storage.
+                results.append(_reinterpret_tensor(template, size, stride, offset).set_(storages[s], offset, size, stride))
             else:
                 results.append(entry[1])
         return results
