@@ -335,3 +335,22 @@ def test_captured_training_step_matches_eager(target):
         assert torch.equal(static_loss.cpu(), eager_loss.detach().cpu())
     for p, q in zip(model.parameters(), eager_model.parameters()):
         assert torch.equal(p.detach().cpu(), q.detach().cpu())
+
+
+def test_forked_stream_joins_the_capture():
+    x = torch.ones(8, device="accel")
+    side = torch.accel.Stream()
+    g = torch.accel.Graph()
+    with torch.accel.graph(g):
+        side.wait_stream(torch.accel.current_stream())  # forks the capture onto `side`
+        with torch.accel.stream(side):
+            assert torch.accel.is_current_stream_capturing()
+            y = x * 2
+        torch.accel.current_stream().wait_stream(side)  # joins it back
+        z = y + x
+    assert not torch.accel.is_current_stream_capturing()
+    with torch.accel.stream(side):
+        assert not torch.accel.is_current_stream_capturing()
+    x.fill_(5.0)
+    g.replay()
+    assert torch.equal(z.cpu(), torch.full((8,), 15.0))
