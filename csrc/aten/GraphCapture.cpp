@@ -197,8 +197,8 @@ private:
   at::Tensor freshResult(const c10::Storage& storage, const at::Tensor& meta) {
     // The constructor adds autograd keys (unless in inference mode), as for
     // any new accel tensor.
-    auto impl =
-        c10::make_intrusive<c10::TensorImpl>(c10::Storage(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), meta.dtype());
+    auto impl = c10::make_intrusive<c10::TensorImpl>(
+        c10::Storage(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), meta.dtype());
     impl->set_sizes_and_strides(meta.sizes(), meta.strides(), meta.storage_offset());
     at::Tensor result(std::move(impl));
     fresh_.emplace_back(result.unsafeGetTensorImpl(), meta);
@@ -288,8 +288,8 @@ void record(
   try {
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
   } catch (const c10::Error& e) {
-    call.fail(c10::str(
-        "its Meta kernel cannot tell its results without device data (", e.what_without_backtrace(), ")"));
+    call.fail(
+        c10::str("its Meta kernel cannot tell its results without device data (", e.what_without_backtrace(), ")"));
   } catch (const std::exception& e) {
     // Meta kernels written in Python (torch._meta_registrations) raise Python exceptions.
     call.fail(c10::str("its Meta kernel cannot tell its results without device data (", e.what(), ")"));
@@ -323,8 +323,7 @@ void record(
           runOnTarget(op, &replay, target_key);
           for (const auto& result : fresh) {
             const c10::IValue& value = replay[result.result];
-            const at::Tensor computed =
-                value.isTensor() ? value.toTensor() : value.toTensorList().get(result.position);
+            const at::Tensor computed = value.isTensor() ? value.toTensor() : value.toTensorList().get(result.position);
             at::Tensor dst = toTarget(result.accel);
             dst.copy_(toTarget(computed));
           }
