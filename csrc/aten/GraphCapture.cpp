@@ -75,6 +75,21 @@ at::Tensor snapshotOf(const at::Tensor& accel) {
   return over(accel.storage(), accel, c10::DispatchKey::PrivateUse1);
 }
 
+// What a step keeps of a tensor argument: accel tensors as they are now; a
+// CPU scalar's value (a CUDA graph keeps the value it was launched with, not
+// the host memory it came from); other tensors themselves.
+at::Tensor heldForReplay(const at::Tensor& tensor) {
+  if (isAccel(tensor)) {
+    return snapshotOf(tensor);
+  }
+  if (tensor.defined() && tensor.device().is_cpu() && tensor.dim() == 0) {
+    at::Tensor value = tensor.clone();
+    value.unsafeGetTensorImpl()->set_wrapped_number(tensor.unsafeGetTensorImpl()->is_wrapped_number());
+    return value;
+  }
+  return tensor;
+}
+
 c10::Storage metaStorage(size_t nbytes) {
   return at::empty({static_cast<int64_t>(nbytes)}, at::TensorOptions().dtype(at::kByte).device(at::kMeta)).storage();
 }
@@ -312,8 +327,8 @@ void record(
     std::vector<c10::IValue> arguments;
     arguments.reserve(count);
     for (size_t i = 0; i < count; ++i) {
-      arguments.push_back(mapTensors(
-          (*stack)[begin + i], [](const at::Tensor& tensor) { return isAccel(tensor) ? snapshotOf(tensor) : tensor; }));
+      arguments.push_back(
+          mapTensors((*stack)[begin + i], [](const at::Tensor& tensor) { return heldForReplay(tensor); }));
     }
     capture.record(
         c10::toString(op.operator_name()),
