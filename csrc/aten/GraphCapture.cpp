@@ -75,6 +75,21 @@ at::Tensor snapshotOf(const at::Tensor& accel) {
   return over(accel.storage(), accel, c10::DispatchKey::PrivateUse1);
 }
 
+// What a step keeps of a tensor argument: accel tensors as they are now; a
+// CPU scalar's value (a CUDA graph keeps the value it was launched with, not
+// the host memory it came from); other tensors themselves.
+at::Tensor heldForReplay(const at::Tensor& tensor) {
+  if (isAccel(tensor)) {
+    return snapshotOf(tensor);
+  }
+  if (tensor.defined() && tensor.device().is_cpu() && tensor.dim() == 0) {
+    at::Tensor value = tensor.clone();
+    value.unsafeGetTensorImpl()->set_wrapped_number(tensor.unsafeGetTensorImpl()->is_wrapped_number());
+    return value;
+  }
+  return tensor;
+}
+
 c10::Storage metaStorage(size_t nbytes) {
   return at::empty({static_cast<int64_t>(nbytes)}, at::TensorOptions().dtype(at::kByte).device(at::kMeta)).storage();
 }
@@ -197,8 +212,8 @@ private:
   at::Tensor freshResult(const c10::Storage& storage, const at::Tensor& meta) {
     // The constructor adds autograd keys (unless in inference mode), as for
     // any new accel tensor.
-    auto impl =
-        c10::make_intrusive<c10::TensorImpl>(c10::Storage(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), meta.dtype());
+    auto impl = c10::make_intrusive<c10::TensorImpl>(
+        c10::Storage(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), meta.dtype());
     impl->set_sizes_and_strides(meta.sizes(), meta.strides(), meta.storage_offset());
     at::Tensor result(std::move(impl));
     fresh_.emplace_back(result.unsafeGetTensorImpl(), meta);
@@ -288,8 +303,8 @@ void record(
   try {
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
   } catch (const c10::Error& e) {
-    call.fail(c10::str(
-        "its Meta kernel cannot tell its results without device data (", e.what_without_backtrace(), ")"));
+    call.fail(
+        c10::str("its Meta kernel cannot tell its results without device data (", e.what_without_backtrace(), ")"));
   } catch (const std::exception& e) {
     // Meta kernels written in Python (torch._meta_registrations) raise Python exceptions.
     call.fail(c10::str("its Meta kernel cannot tell its results without device data (", e.what(), ")"));
@@ -312,8 +327,8 @@ void record(
     std::vector<c10::IValue> arguments;
     arguments.reserve(count);
     for (size_t i = 0; i < count; ++i) {
-      arguments.push_back(mapTensors(
-          (*stack)[begin + i], [](const at::Tensor& tensor) { return isAccel(tensor) ? snapshotOf(tensor) : tensor; }));
+      arguments.push_back(
+          mapTensors((*stack)[begin + i], [](const at::Tensor& tensor) { return heldForReplay(tensor); }));
     }
     capture.record(
         c10::toString(op.operator_name()),
@@ -323,8 +338,7 @@ void record(
           runOnTarget(op, &replay, target_key);
           for (const auto& result : fresh) {
             const c10::IValue& value = replay[result.result];
-            const at::Tensor computed =
-                value.isTensor() ? value.toTensor() : value.toTensorList().get(result.position);
+            const at::Tensor computed = value.isTensor() ? value.toTensor() : value.toTensorList().get(result.position);
             at::Tensor dst = toTarget(result.accel);
             dst.copy_(toTarget(computed));
           }

@@ -14,8 +14,8 @@
 #include <ATen/Context.h>
 #include <ATen/core/CachingHostAllocator.h>
 #include <ATen/cuda/CUDAContextLight.h>
-#include <ATen/cuda/CUDAGraph.h>
 #include <ATen/cuda/CUDAGeneratorImpl.h>
+#include <ATen/cuda/CUDAGraph.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <ATen/native/transformers/cuda/sdp_utils.h>
 #include <c10/cuda/CUDACachingAllocator.h>

@@ -109,6 +109,11 @@ public:
     if (!instantiated_) {
       instantiate();
     }
+    // Steps record themselves if their stream is being captured, but the
+    // copies into this graph's results would run at once: not supported.
+    TORCH_CHECK(
+        !(anyCaptureRecording() && recordingCaptureOnCurrentStream(runtime().getDevice().index()) != nullptr),
+        "accel (host runtime): replaying a graph while the current stream is capturing another is not supported");
     for (const Step& step : steps_) {
       c10::DeviceGuard guard(c10::Device(kAccel, step.device));
       step.run();

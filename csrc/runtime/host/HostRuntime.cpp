@@ -11,9 +11,9 @@
 // capture, as on CUDA, and events recorded on it belong to the capture.
 
 #include <csrc/runtime/Environment.h>
+#include <csrc/runtime/GraphRecording.h>
 #include <csrc/runtime/Runtime.h>
 #include <csrc/runtime/host/AccelrtCheck.h>
-#include <csrc/runtime/GraphRecording.h>
 #include <csrc/runtime/host/HostAllocator.h>
 #include <csrc/runtime/host/HostGraph.h>
 #include <csrc/runtime/host/HostPinnedAllocator.h>
