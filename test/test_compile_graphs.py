@@ -293,3 +293,17 @@ def test_make_graphed_callables_rejects_what_cuda_rejects():
         torch.accel.make_graphed_callables(model, (torch.randn(4, 16, device=DEVICE),))
     with pytest.raises(ValueError, match="accel tensors"):
         torch.accel.make_graphed_callables(lambda x: x * 2, (torch.randn(3),))
+
+
+def test_a_failed_capture_is_recorded_and_the_graph_runs_as_compiled(monkeypatch):
+    def refuse(self, *args, **kwargs):
+        raise RuntimeError("accel: this capture cannot begin")
+
+    monkeypatch.setattr(torch.accel.Graph, "capture_begin", refuse)
+    f = torch.compile(lambda x: x * 2 + 1, mode="reduce-overhead")
+    x = torch.randn(8, device=DEVICE)
+    for _ in range(4):
+        assert torch.equal(f(x).cpu(), (x * 2 + 1).cpu())
+    assert inductor_count("cudagraph_skips") == 1
+    assert inductor_count(CAPTURES) == 0
+    assert inductor_count(REPLAYS) == 0

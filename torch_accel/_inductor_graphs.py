@@ -470,9 +470,12 @@ class AccelGraphed:
         self.captures: dict[tuple[int, ...], list[_Capture]] = {}
         self.recapture_limit = config.triton.cudagraph_unexpected_rerecord_limit
         self.warned: set[str] = set()
+        self.capture_failed = False
         self.counters = counters  # looked up at each count: Dynamo may replace counters["inductor"]
 
     def __call__(self, inputs: list[Any]) -> Any:
+        if self.capture_failed:
+            return self.model(inputs)
         key = tuple(x for x in inputs if isinstance(x, int))
         captures = self.captures.get(key)
         capture = None
@@ -493,7 +496,10 @@ class AccelGraphed:
 
                 maybe_warning_due_to_dynamic_shape(self.captures, key)
                 captures = self.captures[key] = []
-            capture = _Capture(self, inputs)
+            try:
+                capture = _Capture(self, inputs)
+            except Exception as error:  # noqa: BLE001 - reported, and the graph runs as compiled
+                return self._give_up(inputs, error)
             captures.append(capture)
             self.counters["inductor"][CAPTURE_COUNTER] += 1
         elif capture.outputs_alive() and not self._may_invalidate(capture):
@@ -505,6 +511,20 @@ class AccelGraphed:
             self.pair.backward_pending = self.kind == "forward"
         self.counters["inductor"][REPLAY_COUNTER] += 1
         return capture.replay(inputs)
+
+    def _give_up(self, inputs: list[Any], error: Exception) -> Any:
+        """The capture failed (something in the graph cannot be captured): the
+        graph runs as compiled from now on, and the skip is recorded as
+        Inductor records its own (cudagraph_skips, the cudagraphs log)."""
+        from torch._inductor.cudagraph_utils import format_default_skip_message, log_cudagraph_skip_and_bump_counter
+
+        self.capture_failed = True
+        self.captures.clear()
+        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        log_cudagraph_skip_and_bump_counter(
+            format_default_skip_message(f"an error while capturing the accel graph ({type(error).__name__}: {message})")
+        )
+        return self.model(inputs)
 
     def _may_invalidate(self, capture: _Capture) -> bool:
         """Whether outputs of ``capture``'s last replay, still referenced, may be overwritten now."""
