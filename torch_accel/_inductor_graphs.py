@@ -346,6 +346,8 @@ class _Capture:
 
         from . import graphs
 
+        # (weak reference, stack trace) of each storage the last replay handed out.
+        self.handed_out: list[tuple[Any, Optional[str]]] = []
         static = owner.static_input_idxs
         self.copy_idxs = [i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and i not in static]
         self.static_idxs = [i for i in sorted(static) if isinstance(inputs[i], torch.Tensor)]
@@ -376,8 +378,6 @@ class _Capture:
         # Kept: the memory that replays write and hand out.
         self.static_outputs = tuple(outputs)
         self.plan = self._plan(outputs, owner.stack_traces)
-        # (weak reference, stack trace) of each storage the last replay handed out.
-        self.handed_out: list[tuple[Any, Optional[str]]] = []
         self.replayed_at_step = _mark_step()
 
     def _plan(self, outputs: Sequence[Any], traces: list[Optional[str]]) -> list[tuple[Any, ...]]:
