@@ -24,9 +24,11 @@ What AccelGraphed does, and how it differs from the trees:
 
 - Warmup: the first call with given sizes runs the compiled graph as compiled;
   the second captures it (into a private memory pool per graph) and replays.
-- Static inputs (parameters, buffers: Inductor's ``static_input_idxs``) are
-  captured in place and never copied; if one's memory changes, the graph is
-  captured again. Other tensor inputs are copied into static buffers.
+- Static inputs (parameters, buffers: Inductor's ``static_input_idxs``; in a
+  backward, the forward's outputs it saved) are captured in place and never
+  copied; if one's memory moves, the graph is captured again for the new
+  addresses (up to ``triton.cudagraph_unexpected_rerecord_limit``). Other
+  tensor inputs are copied into the capture's own buffers.
 - Sizes: one capture per distinct set of integer inputs (dynamic shapes), as
   the trees do, with their warning past
   ``triton.cudagraph_dynamic_shape_warn_limit``.
@@ -38,8 +40,15 @@ What AccelGraphed does, and how it differs from the trees:
   training forward whose backward has not run yet, a backward whose
   gradients are still held, and no cudagraph_mark_step_begin since), the call
   runs the compiled graph without replaying instead: slower, never wrong.
-  Outputs that alias a static input (a parameter saved for backward) or a
-  non-static input are returned as views of that input, never invalidated.
+  Outputs that alias a static input (a parameter saved for backward) are
+  returned as captured, never invalidated; an output aliasing a copied input
+  is a view of the capture's buffer (as with the trees, whose copies those
+  are), handed out and invalidated like the graph's own memory.
+- A capture that fails (something the capture cannot record) is recorded as
+  a skip (cudagraph_skips, the cudagraphs log) and the graph runs as
+  compiled from then on.
+- Host runtime: the C++ kernels that Inductor's wrapper calls directly are
+  routed through a recordable operator while capturing (_HostKernelCalls).
 - Input mutation: a graph that mutates a non-static input is not captured
   (``skipping cudagraphs due to mutated inputs``, counted in cudagraph_skips,
   as the trees skip such graphs); mutating static inputs (BatchNorm running
@@ -48,11 +57,10 @@ What AccelGraphed does, and how it differs from the trees:
   captures and pool, so memory is not shared between graphs as the trees
   share it.
 
-This module imports Inductor only inside its functions: importing it is free.
+This module imports Inductor and Dynamo only inside its functions.
 """
 
 import contextlib
-import logging
 import warnings
 import weakref
 from typing import Any, Callable, Optional, Sequence
@@ -62,8 +70,6 @@ from torch._C._dynamo.guards import _reinterpret_tensor
 from torch.multiprocessing.reductions import StorageWeakRef
 
 _DEVICE_TYPE = "accel"
-
-log = logging.getLogger(__name__)
 
 # Counted in torch._dynamo.utils.counters["inductor"]: graphs captured,
 # replays, and calls that ran without replaying (see AccelGraphed).
