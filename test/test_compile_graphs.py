@@ -286,6 +286,19 @@ def test_make_graphed_callables_function_and_tuple():
             assert_same(got, want)
 
 
+def test_make_graphed_callables_into_a_given_pool_without_warmup():
+    def f(a):
+        return a * a + 1
+
+    a = torch.randn(6, device=DEVICE, requires_grad=True)
+    graphed = torch.accel.make_graphed_callables(f, (a,), num_warmup_iters=0, pool=torch.accel.graph_pool_handle())
+    x = torch.randn(6, device=DEVICE, requires_grad=True)
+    out = graphed(x)
+    out.sum().backward()
+    assert_same(out, x * x + 1)
+    assert_same(x.grad, 2 * x)
+
+
 def test_make_graphed_callables_rejects_what_cuda_rejects():
     model = mlp().to(DEVICE)
     model.register_forward_hook(lambda *args: None)

@@ -232,7 +232,7 @@ def make_graphed_callables(
                 outputs, _ = call.call_func(call.static_inputs)
                 grads = tuple(torch.empty_like(o) if o.requires_grad else None for o in outputs)
                 call.backward_once(outputs, grads, allow_unused_input)
-            del outputs
+                del outputs, grads
     torch.accel.current_stream().wait_stream(side)
     torch.accel.synchronize()
 
