@@ -174,7 +174,7 @@ def test_errors_as_cuda():
     with pytest.raises(RuntimeError, match="without a preceding successful capture"):
         g.pool()
     assert torch.accel.current_stream() == torch.accel.default_stream()
-    with pytest.raises(RuntimeError, match="non-default stream"):
+    with pytest.raises(RuntimeError, match="accel graphs must be captured on a non-default stream"):
         g.capture_begin()
     assert not torch.accel.is_current_stream_capturing()
     with pytest.raises(RuntimeError, match="Unknown capture error mode"):
@@ -368,3 +368,44 @@ def test_cpu_scalars_keep_their_captured_value():
     g.replay()
     g.replay()
     assert torch.equal(x.cpu(), torch.full((3,), 4.0))
+
+
+OPERATORS = {
+    "softmax-layer_norm": lambda x: torch.softmax(torch.nn.functional.layer_norm(x, (8,)), -1),
+    "cat-stack": lambda x: torch.stack([torch.cat([x, x * 2], 0)] * 2),
+    "max-topk-sort": lambda x: torch.max(x, 1)[0] + torch.topk(x, 3, 1)[0].sum(1) + torch.sort(x, 1)[0][:, 0],
+    "argmax-cumsum-where": lambda x: torch.where(x > 0, x.cumsum(1), x.argmax(1, keepdim=True).float()),
+    "conv2d-max_pool2d": lambda x: torch.nn.functional.max_pool2d(
+        torch.nn.functional.conv2d(x.view(1, 1, 8, 8), x.view(1, 1, 8, 8)[:, :, :3, :3]), 2
+    ),
+    "sdpa": lambda x: torch.nn.functional.scaled_dot_product_attention(*[x.view(1, 2, 4, 8)] * 3),
+    "cross_entropy": lambda x: torch.nn.functional.cross_entropy(x, x.abs().argmax(1)),
+    "embedding-arange": lambda x: torch.nn.functional.embedding(torch.arange(3, device=x.device), x),
+}
+
+
+@pytest.mark.parametrize("fn", OPERATORS.values(), ids=OPERATORS.keys())
+def test_operators_replay_as_eager(fn, target):
+    x = torch.randn(8, 8)
+    static_x = x.to("accel")
+    g = torch.accel.Graph()
+    with torch.accel.graph(g):
+        out = fn(static_x)
+    g.replay()
+    assert torch.equal(out.cpu(), fn(x.to(target)).cpu())
+
+
+def test_batch_norm_running_stats_update_at_replay_only(target):
+    bn, eager_bn = torch.nn.BatchNorm1d(8).to("accel"), torch.nn.BatchNorm1d(8).to(target)
+    x = torch.randn(4, 8)
+    static_x = x.to("accel")
+    g = torch.accel.Graph()
+    with torch.accel.graph(g):
+        out = bn(static_x)
+    assert torch.equal(bn.running_mean.cpu(), torch.zeros(8))
+    for _ in range(2):
+        g.replay()
+        expected = eager_bn(x.to(target))
+    assert torch.equal(out.cpu(), expected.detach().cpu())
+    assert torch.equal(bn.running_mean.cpu(), eager_bn.running_mean.cpu())
+    assert torch.equal(bn.num_batches_tracked.cpu(), eager_bn.num_batches_tracked.cpu())

@@ -1,4 +1,5 @@
 #include <csrc/runtime/Graph.h>
+#include <csrc/runtime/Runtime.h>
 
 #include <c10/util/Exception.h>
 
@@ -15,6 +16,15 @@ CaptureMode captureModeFromName(const std::string& name) {
     return CaptureMode::Relaxed;
   }
   TORCH_CHECK(false, "Unknown capture error mode. Expected `global`, `thread_local`, or `relaxed`, got ", name);
+}
+
+void checkCaptureStream() {
+  const Runtime& rt = runtime();
+  const c10::Device device = rt.getDevice();
+  TORCH_CHECK(
+      rt.getStream(device) != rt.getDefaultStream(device),
+      "accel graphs must be captured on a non-default stream. (However, after capture, it's ok to replay them on the "
+      "default stream.)");
 }
 
 } // namespace torch_accel

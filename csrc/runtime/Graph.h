@@ -33,6 +33,10 @@ enum class CaptureMode {
 // "global", "thread_local" or "relaxed" (torch.cuda's capture_error_mode).
 CaptureMode captureModeFromName(const std::string& name);
 
+// Raises torch.cuda's error, naming accel, unless the current stream of the
+// current accel device is a non-default stream (where captures begin).
+void checkCaptureStream();
+
 class Graph {
 public:
   virtual ~Graph() = default;

@@ -29,6 +29,7 @@ public:
   explicit CudaGraph(bool keep_graph) : graph_(keep_graph) {}
 
   void captureBegin(c10::MempoolId_t pool, CaptureMode mode) override {
+    checkCaptureStream(); // CUDAGraph checks it too, with CUDA's name
     // CUDAGraph makes CUDA's default generator graph-safe by itself; accel's
     // default generator wraps a CUDA generator of its own, which must be
     // registered too (before the capture begins), so that random work in the

@@ -56,12 +56,8 @@ public:
     TORCH_CHECK(
         !capturing_ && !capture_ended_,
         "This accel Graph instance already owns a captured graph. To capture a new graph, create a new instance.");
-    const c10::Device device = runtime().getDevice();
-    const c10::Stream stream = runtime().getStream(device);
-    TORCH_CHECK(
-        stream != runtime().getDefaultStream(device),
-        "accel graphs must be captured on a non-default stream. (However, after capture, it's ok to replay them on the "
-        "default stream.)");
+    checkCaptureStream();
+    const c10::Stream stream = runtime().getStream(runtime().getDevice());
     pool_ = (pool.first != 0 || pool.second != 0) ? pool : c10::MempoolId_t{id_, 0};
     startRecording(stream, this);
     {
