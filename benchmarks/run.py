@@ -12,7 +12,7 @@ benchmarks/results/<runtime>-<machine>.{md,json}, rewritten after each section
 (a run killed in a later section keeps the earlier ones); each run's per-op
 figures are added to benchmarks/results/history.jsonl.
 
-  python benchmarks/run.py [--quick] [--sections ops,instructions,calls,throughput,streams,sdpa,models,compiled,startup]
+  python benchmarks/run.py [--quick] [--sections ops,instructions,calls,throughput,streams,sdpa,models,compiled,graphs,startup]
                            [--no-compile] [--no-history] [--output-dir DIR] [--run-id ID]
 """
 
@@ -35,7 +35,14 @@ sys.path.insert(0, HERE)
 import torch  # noqa: E402
 
 import torch_accel  # noqa: E402
-from workloads import interleaved_median_times, interleaved_times, model_step, optimizer_step, training_step  # noqa: E402
+from workloads import (  # noqa: E402
+    interleaved_median_times,
+    interleaved_times,
+    model_step,
+    optimizer_step,
+    small_op_step,
+    training_step,
+)
 
 TARGET = torch_accel._target_device_type()
 
@@ -546,10 +553,51 @@ def bench_calls(quick: bool) -> list[dict]:
     return rows
 
 
+# 8. mode="reduce-overhead": graphs against the default compile --------------------
+
+
+def bench_graphs(quick: bool) -> list[dict]:
+    """small_op_model compiled with mode="default" and mode="reduce-overhead"
+    (accel graphs) on accel, against the target compiled by default (cpu has
+    no graphs) and, on the CUDA runtime, cuda's reduce-overhead (CUDA graph
+    trees). Training (forward and backward) only where the target can run in
+    this process: on cuda, a backward in a process with accel registered
+    fails (see workloads.py), so the cuda rows are inference only."""
+    repeats, inner = (5, 50) if quick else (15, 200)
+    rows = []
+    # --quick: inference only (each mode and device compiles the model: most of the section's time).
+    for training in (False,) if quick else (False, True):
+        what = "training step (forward+backward)" if training else "inference"
+        calls = {
+            "accel default": (small_op_step("accel", "default", training), "accel"),
+            "accel reduce-overhead": (small_op_step("accel", "reduce-overhead", training), "accel"),
+        }
+        if TARGET == "cpu" or not training:
+            calls[f"{TARGET} default"] = (small_op_step(TARGET, "default", training), TARGET)
+        if TARGET == "cuda" and not training:
+            calls["cuda reduce-overhead"] = (small_op_step("cuda", "reduce-overhead", training), "cuda")
+        times = interleaved_median_times(calls, repeats, inner)
+        graphed = times["accel reduce-overhead"]
+        row = {
+            "what": f"small-op model (4x Linear(64)+ReLU, batch 4), {what}",
+            "accel_default_us": times["accel default"] * 1e6,
+            "accel_graphs_us": graphed * 1e6,
+            "graphs_over_default": graphed / times["accel default"],
+        }
+        if f"{TARGET} default" in times:
+            row["target_default_us"] = times[f"{TARGET} default"] * 1e6
+            row["graphs_over_target_default"] = graphed / times[f"{TARGET} default"]
+        if "cuda reduce-overhead" in times:
+            row["cuda_graphs_us"] = times["cuda reduce-overhead"] * 1e6
+            row["graphs_over_cuda_graphs"] = graphed / times["cuda reduce-overhead"]
+        rows.append(row)
+    return rows
+
+
 # Report --------------------------------------------------------------------------------
 
 # Each section: its function (taking quick) and its Markdown (a heading and a table).
-SECTIONS = ("ops", "instructions", "calls", "throughput", "streams", "sdpa", "models", "compiled", "startup")
+SECTIONS = ("ops", "instructions", "calls", "throughput", "streams", "sdpa", "models", "compiled", "graphs", "startup")
 
 
 def machine() -> dict:
@@ -615,6 +663,14 @@ def section_markdown(name: str, results: dict) -> list[str]:
         title = "Training steps, eager" if name == "models" else "Training steps, torch.compile"
         columns = ["model", "mode", "accel_ms", "target_ms", "ratio", "round_ratios_q1_q3", "accel_step_peak_mib", "target_step_peak_mib", "error"]
         return [f"## {title} (accel/{TARGET})", ""] + table(rows, columns)
+    if name == "graphs":
+        columns = ["what", "accel_default_us", "accel_graphs_us", "graphs_over_default", "target_default_us", "graphs_over_target_default"]
+        if TARGET == "cuda":
+            columns += ["cuda_graphs_us", "graphs_over_cuda_graphs"]
+        return [
+            f'## torch.compile(mode="reduce-overhead"): accel graphs against the default compile and {TARGET}',
+            "",
+        ] + table(rows, columns)
     return ["## Start-up", ""] + table(rows, ["what", "ms", "added_ms"]) + warnings_markdown(name, results)
 
 
@@ -642,6 +698,8 @@ def run_section(name: str, results: dict, quick: bool) -> None:
         results["models"] = bench_models(quick, (False,), optimizer_alone=True)
     elif name == "compiled":
         results["compiled"] = bench_models(quick, (True,), optimizer_alone=False)
+    elif name == "graphs":
+        results["graphs"] = bench_graphs(quick)
     elif name == "startup":
         results["startup"] = bench_startup(quick)
 

@@ -115,6 +115,39 @@ def optimizer_step(device: str, model_name: str, large: bool) -> Callable[[], No
     return torch.optim.AdamW(model.parameters(), lr=1e-4).step
 
 
+def small_op_model(width: int = 64, layers: int = 4) -> nn.Module:
+    """Tiny Linear+ReLU layers: a model whose compiled step is bound by the
+    host's per-kernel cost (launches, the wrapper's Python), not by compute:
+    what mode="reduce-overhead" (graphs) is for."""
+    torch.manual_seed(0)
+    return nn.Sequential(*(m for _ in range(layers) for m in (nn.Linear(width, width), nn.ReLU())))
+
+
+def small_op_step(device: str, mode: str, training: bool, batch: int = 4) -> Callable[[], None]:
+    """A warmed-up call of small_op_model compiled with `mode` ("default" or
+    "reduce-overhead") on `device`: inference under no_grad, or a training
+    step's forward and backward (gradients set to None first, as
+    optimizer.zero_grad does)."""
+    model = small_op_model().to(device)
+    compiled = torch.compile(model, mode=mode)
+    x = torch.randn(batch, model[0].in_features, device=device)
+    if training:
+
+        def step() -> None:
+            model.zero_grad(set_to_none=True)
+            compiled(x).sum().backward()
+
+    else:
+
+        def step() -> None:
+            with torch.no_grad():
+                compiled(x)
+
+    for _ in range(3):  # compilation, warm-up, capture
+        step()
+    return step
+
+
 def training_step(device: str, model_name: str, compiled: bool, large: bool) -> tuple[Callable[[], None], Callable[[], int | None]]:
     """A warmed-up training step (forward, backward, AdamW) of one model on
     `device`, and a function reading the step's peak memory: the most the

@@ -110,6 +110,7 @@ SECTIONS: tuple[Section, ...] = (
             "test/test_lazy_init.py",
             "test/test_accelerator.py",
             "test/test_random.py",
+            "test/test_graphs.py",
             "test/test_serialization.py",
             "test/test_autoload.py",
             "test/test_dynamo_interface.py",
@@ -171,6 +172,36 @@ SECTIONS: tuple[Section, ...] = (
         limit_s=450,
         estimate_s=280,
         tests=("test/test_compile.py", "test/test_compile_triton.py"),
+    ),
+    Section(
+        name="compile-graphs",
+        step="compile",
+        what='torch.compile(mode="reduce-overhead") and make_graphed_callables on CUDA graphs captured for accel',
+        limit_s=180,
+        estimate_s=60,
+        tests=("test/test_compile_graphs.py",),
+    ),
+    # The reduce-overhead benchmark (benchmarks/run.py --sections graphs) runs in
+    # this step, not in bench, whose sections already fill its command: run alone
+    # (GPU_TEST_STEPS=compile) it writes a results file of its own run.
+    Section(
+        name="bench-graphs",
+        step="compile",
+        what='mode="reduce-overhead" on a small-op model: accel graphs against the default compile and cuda graph trees',
+        limit_s=150,
+        estimate_s=30,
+        command=(
+            "{python}",
+            "benchmarks/run.py",
+            "--sections",
+            "graphs",
+            "--run-id",
+            "{run_id}",
+            "--output-dir",
+            "{results}",
+            "{bench_args}",
+        ),
+        artifacts=("{results}/*.md", "{results}/*.json", "{results}/*.jsonl"),
     ),
     Section(
         name="distributed",

@@ -548,7 +548,7 @@ def test_empty_strided_for_generated_code(two_devices):
         _empty_strided((2,), (1,), "float32", 0)
 
 
-# --- mode="reduce-overhead" (CUDA graphs) -----------------------------------------
+# --- mode="reduce-overhead" (accel graphs) ------------------------------------------
 
 
 class _Records(logging.Handler):
@@ -560,11 +560,12 @@ class _Records(logging.Handler):
         self.messages.append(record.getMessage())
 
 
-def test_reduce_overhead_runs_without_cuda_graphs():
-    # Inductor captures CUDA graphs for graphs on exactly one cuda device
-    # (cudagraph_utils.check_multiple_devices_or_any_cpu_nodes): accel graphs
-    # run as compiled, without graphs, and say so as cuda graphs do (see the
-    # README on why accel has no CUDA graphs).
+def test_reduce_overhead_replays_accel_graphs():
+    # Inductor captures CUDA graphs (its trees) for graphs on exactly one cuda
+    # device; an accel-only graph is captured as an accel graph instead
+    # (_inductor_graphs; test_compile_graphs has the details), on fresh
+    # compiles and FX graph cache hits alike, with no skip recorded or logged
+    # and no CUDA graph tree built.
     from torch._dynamo.utils import counters
     from torch._inductor import cudagraph_trees
 
@@ -572,6 +573,7 @@ def test_reduce_overhead_runs_without_cuda_graphs():
     x, w = on("accel", _randn((16, 8), (8, 4)))
     records = _Records()
     skips = counters["inductor"]["cudagraph_skips"]
+    captures = counters["inductor"]["accel_graph_captures"]
     logger = logging.getLogger("torch._inductor.cudagraph_utils.__cudagraphs")
     torch._logging.set_logs(cudagraphs=True)
     logger.addHandler(records)
@@ -579,23 +581,23 @@ def test_reduce_overhead_runs_without_cuda_graphs():
         for _ in range(2):  # a fresh compile, then (with the FX graph cache on) a cache hit
             torch._dynamo.reset()
             compiled = torch.compile(fn, mode="reduce-overhead")
-            results = [compiled(x, w) for _ in range(3)]
+            results = [compiled(x, w).clone() for _ in range(3)]
     finally:
         logger.removeHandler(records)
         torch._logging.set_logs()
     for result in results:
         assert result.device == torch.device("accel:0")
         assert_close(result, fn(x, w), rtol=1e-5, atol=1e-6)
-    assert counters["inductor"]["cudagraph_skips"] - skips == 2
-    expected = "skipping cudagraphs due to multiple devices: device(type='accel', index=0)"
-    assert records.messages == [expected, expected]
+    assert counters["inductor"]["cudagraph_skips"] - skips == 0
+    assert counters["inductor"]["accel_graph_captures"] - captures == 2
+    assert records.messages == []
     assert cudagraph_trees.local.tree_manager_containers == {}  # no CUDA graph tree was built
 
 
 def test_reduce_overhead_training_step():
-    # Forward and backward graphs both run without CUDA graphs (the backward
-    # would otherwise look for the forward's CUDA graph tree manager), and
-    # compute what the default mode computes.
+    # Forward and backward graphs are both replayed as accel graphs (never
+    # looking for a CUDA graph tree manager), and compute what the default
+    # mode computes.
     def run(mode):
         torch._dynamo.reset()
         model_class, make_batch = _cases.MODELS["cnn"]

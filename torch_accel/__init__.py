@@ -19,7 +19,9 @@ import torch
 from . import _C
 from ._lazy import DeferredAccelCallError, _is_in_bad_fork, _lazy_call, _lazy_init, init, is_initialized
 from ._utils import DeviceLike, _get_device_index
-from . import amp, memory, random
+from . import amp, graphs, memory, random
+from .graphs import AccelGraph, Graph, graph, graph_pool_handle, is_current_stream_capturing
+from .graphs import make_graphed_callables
 from .memory import (
     attach_out_of_memory_observer,
     empty_cache,
@@ -60,6 +62,7 @@ from .streams import (
 )
 
 __all__ = [
+    *graphs.__all__,
     *memory.__all__,
     *random.__all__,
     "Event",

@@ -151,7 +151,7 @@ class AccelCodegenIdentity(CustomGraphModulePass):
     after an upgrade.
     """
 
-    _SOURCES = ("_inductor_registration.py", "_inductor_codegen.py", "_inductor_patches.py")
+    _SOURCES = ("_inductor_registration.py", "_inductor_codegen.py", "_inductor_patches.py", "_inductor_graphs.py")
 
     def __init__(self, config: Any) -> None:
         self.config = config  # an _inductor_registration.CodegenConfig

@@ -46,6 +46,10 @@ SOURCE_SHA256 = {
     "torch._inductor.fx_passes.joint_graph.bmm_to_mm": "2905c8031e062f87afe9019c11e0c752b6d71e7e9b0878077450369c96256192",
     "torch._inductor.fx_passes.decompose_mem_bound_mm.check_device": "46d04407ec81235797e6c1c8deb608816ca06cb45100e5db21543fec63c7d766",
     "torch._inductor.lowering.sdpa_constraint": "f06d8ef3241774b9adecf0ccd02148e254b7fcc0c4e14c0ff4dea6617057f49d",
+    # Patched by _inductor_graphs (mode="reduce-overhead" on accel).
+    "torch._inductor.cudagraph_utils.check_lowering_disable_cudagraph": "60defaedd101526c16d1e98006d994c5af6c0d1c5be2aa68f47ca10b8e085ff1",
+    "torch._inductor.output_code.cudagraph_post_compile": "5640203222393e8e3fad6ee8841b68c4d8a69654428c411514095a155381cd65",
+    "torch._inductor.output_code.cudagraph_partition_post_compile": "3972900b57fba1425643273f4119c7593df05a172fc3a23deebbab98bd34bf5a",
 }
 
 # The device type accel's code is generated for ("cpu": C++, "cuda": Triton),
@@ -645,6 +649,9 @@ def apply_inductor_patches(config: Any) -> None:
     _patch_layout_optimization()
     _patch_convolution_lowering()
     _patch_cudagraph_skip_message()
+    from ._inductor_graphs import apply_graph_patches
+
+    apply_graph_patches()
     if config.kernels == "triton":
         patch_gpu_types()  # applied once torch._inductor.utils loaded; a no-op then
         _patch_device_properties()

@@ -8,6 +8,7 @@
 // share.
 
 #include <csrc/aten/AliasFallback.h>
+#include <csrc/aten/GraphCapture.h>
 #include <csrc/aten/TargetCall.h>
 #include <csrc/aten/TargetTensor.h>
 
@@ -258,6 +259,9 @@ void runOnTarget(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 }
 
 void runOnTarget(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::DispatchKey target_key) {
+  if (C10_UNLIKELY(anyCaptureRecording()) && recordIfCapturing(op, stack, target_key)) {
+    return; // the capture replays the call (see GraphCapture.h)
+  }
   const OperatorFacts& facts = factsFor(op);
   const auto& schema = op.schema();
   TargetCall call(op, facts, target_key);

@@ -6,6 +6,7 @@
 // copies between devices and stream ordering (on the current stream, which
 // on the CUDA runtime is the current accel stream) are all the target's.
 
+#include <csrc/aten/GraphCapture.h>
 #include <csrc/aten/QuantizedTargetTensor.h>
 #include <csrc/aten/TargetTensor.h>
 #include <csrc/profiler/DeviceActivity.h>
@@ -65,6 +66,9 @@ void syncQuantizer(
 }
 
 void copyOnTarget(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
+  if (C10_UNLIKELY(anyCaptureRecording()) && recordCopyIfCapturing(dst, src, non_blocking, &copyOnTarget)) {
+    return; // the capture replays the copy (see GraphCapture.h)
+  }
   // The copy is an accel kernel in profiler traces (see DeviceActivity.h).
   static const std::string kCopy = "aten::copy_";
   const auto& accel = isAccel(dst) ? dst : src;

@@ -2,6 +2,7 @@
 // stream and a synchronisation of that stream, exactly as for cuda tensors).
 
 #include <csrc/aten/TargetTensor.h>
+#include <csrc/runtime/GraphRecording.h>
 
 #include <ATen/ATen.h>
 #include <ATen/ops/_local_scalar_dense_ops.h>
@@ -11,6 +12,9 @@ namespace torch_accel {
 namespace {
 
 at::Scalar local_scalar_dense(const at::Tensor& self) {
+  // Reads a result that a capture of this stream has not computed (on CUDA:
+  // a synchronisation, which capture forbids).
+  checkCurrentStreamNotRecording(self.device().index(), "Tensor.item() (a read of device memory)");
   // Straight to the target's kernel (the target view has no autograd or
   // other keys to dispatch through), and the view handed back for the next
   // call: a loop that reads a scalar per step pays neither a full dispatch

@@ -15,8 +15,10 @@
 // fallback's own semantics (see TargetCall.h). An operator listed here
 // behaves exactly as it does through the fallback.
 
+#include <csrc/aten/AliasFallback.h>
 #include <csrc/aten/TargetCall.h>
 #include <csrc/aten/TargetTensor.h>
+#include <csrc/runtime/GraphRecording.h>
 
 #include <ATen/core/List.h>
 #include <ATen/core/Tensor.h>
@@ -247,12 +249,23 @@ inline OperatorFacts factsOf(const c10::OperatorHandle& op) {
   return facts;
 }
 
+// The boxed fallback's entry, for calls that a graph capture records.
+void runBoxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  runOnTarget(op, stack);
+}
+
 template <class Op, class Signature = typename Op::schema> struct TargetKernel;
 
 template <class Op, class Ret, class... Args> struct TargetKernel<Op, Ret(Args...)> {
   static Ret call(Args... args) {
     static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(Op::name, Op::overload_name);
     static const OperatorFacts facts = factsOf(op);
+    if (C10_UNLIKELY(anyCaptureRecording())) {
+      // The boxed path records the call if its stream is being captured
+      // (see GraphCapture.h) and runs it otherwise.
+      return c10::impl::BoxedKernelWrapper<Ret(Args...)>::call(
+          c10::BoxedKernel::makeFromFunction<&runBoxed>(), op, c10::DispatchKeySet(), args...);
+    }
     return callWith(op, facts, std::index_sequence_for<Args...>{}, args...);
   }
 

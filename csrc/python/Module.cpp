@@ -10,6 +10,7 @@
 #ifdef TORCH_ACCEL_WITH_DISTRIBUTED
 #include <csrc/python/Distributed.h>
 #endif
+#include <csrc/python/Graphs.h>
 #include <csrc/python/InterprocessEvent.h>
 #include <csrc/python/Memory.h>
 #include <csrc/python/Multiprocessing.h>
@@ -436,6 +437,7 @@ PYBIND11_MODULE(_C, m) {
 #endif
   initMultiprocessingBindings(m);
   initInterprocessEventBindings(m);
+  initGraphBindings(m);
 
   // Random number generators.
   m.def("_default_generator", [](int64_t device) {

@@ -95,6 +95,19 @@ const at::Generator& targetGenerator(const at::Generator& accel) {
 TargetDefaultGeneratorAsAccel::TargetDefaultGeneratorAsAccel(c10::DeviceIndex device)
     : target_default_(at::globalContext().defaultGenerator(targetDevice(device))),
       accel_target_(targetGenerator(defaultAccelGenerator(device))) {
+  const Runtime& rt = runtime();
+  if (rt.isStreamCapturing(rt.getStream(c10::Device(c10::DeviceType::PrivateUse1, device)))) {
+    // A graph being captured (CUDA's) forbids setting a generator's seed and
+    // offset, and must see the draws on the state it registered (accel's):
+    // the target's default generator shares accel's state object instead of
+    // copying its values, until the scope ends.
+    saved_generator_ = withTargetLock(target_default_, [&](c10::GeneratorImpl* impl) {
+      auto saved = impl->graphsafe_get_state();
+      impl->graphsafe_set_state(accel_target_.unsafeGetGeneratorImpl()->graphsafe_get_state());
+      return saved;
+    });
+    return;
+  }
   auto accel_state = withTargetLock(accel_target_, [](c10::GeneratorImpl* impl) { return impl->get_state(); });
   withTargetLock(target_default_, [&](c10::GeneratorImpl* impl) {
     saved_state_ = impl->get_state();
@@ -104,6 +117,10 @@ TargetDefaultGeneratorAsAccel::TargetDefaultGeneratorAsAccel(c10::DeviceIndex de
 
 TargetDefaultGeneratorAsAccel::~TargetDefaultGeneratorAsAccel() {
   try {
+    if (saved_generator_) {
+      withTargetLock(target_default_, [&](c10::GeneratorImpl* impl) { impl->graphsafe_set_state(saved_generator_); });
+      return;
+    }
     auto advanced = withTargetLock(target_default_, [&](c10::GeneratorImpl* impl) {
       auto state = impl->get_state();
       impl->set_state(*saved_state_);

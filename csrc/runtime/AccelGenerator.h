@@ -54,7 +54,9 @@ const at::Generator& targetGenerator(const at::Generator& accel);
 // While this scope lives, that generator carries the state of accel:
 // `device`'s default generator, which gets the advanced state back at the
 // end; the target's own state is restored. Not atomic with respect to other
-// threads using the target's default generator at the same time.
+// threads using the target's default generator at the same time. While the
+// device's current stream is capturing a graph, the two share accel's
+// generator state object instead (graph-safe: see CudaGraph.cpp).
 class TargetDefaultGeneratorAsAccel {
 public:
   explicit TargetDefaultGeneratorAsAccel(c10::DeviceIndex device);
@@ -66,6 +68,9 @@ private:
   at::Generator target_default_;
   at::Generator accel_target_;
   c10::intrusive_ptr<c10::TensorImpl> saved_state_;
+  // While a graph captures: the target default generator's own state
+  // object, which it gets back at the end.
+  c10::intrusive_ptr<c10::GeneratorImpl> saved_generator_;
 };
 
 } // namespace torch_accel

@@ -15,6 +15,7 @@
 // which runtime is running; it asks the runtime for what it needs (for
 // example targetType(), the device type whose kernels run accel's work).
 
+#include <csrc/runtime/Graph.h>
 #include <csrc/runtime/ObservableAllocator.h>
 
 #include <ATen/SDPBackend.h>
@@ -28,6 +29,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -158,6 +160,20 @@ public:
   // The event of another process' interprocessEventHandle(), on accel:
   // `device`; throws for bytes that are no such handle.
   virtual void* openInterprocessEvent(const std::string& handle, c10::DeviceIndex device) const = 0;
+
+  // --- Graph capture (Graph.h; torch.accel.Graph) -------------------------
+
+  // A new graph, empty until it captures. `keep_graph`: as
+  // torch.cuda.CUDAGraph's (instantiate at the first replay, not at the end
+  // of the capture).
+  virtual std::unique_ptr<Graph> newGraph(bool keep_graph) const = 0;
+
+  // Whether `stream` is capturing a graph (also once the capture was
+  // invalidated, until it ends, as cudaStreamIsCapturing reports it).
+  virtual bool isStreamCapturing(const c10::Stream& stream) const = 0;
+
+  // A new memory pool id that captures can share (graph_pool_handle()).
+  virtual c10::MempoolId_t graphPoolHandle() const = 0;
 
   // --- For the alias fallback (csrc/aten/AliasFallback.cpp) ---------------
 

@@ -8,6 +8,7 @@
 
 #include <csrc/runtime/Runtime.h>
 #include <csrc/runtime/cuda/CudaAllocator.h>
+#include <csrc/runtime/cuda/CudaGraph.h>
 #include <csrc/runtime/cuda/CudaSharedMemory.h>
 #include <csrc/runtime/cuda/NvmlDeviceCount.h>
 
@@ -15,6 +16,7 @@
 #include <ATen/core/CachingHostAllocator.h>
 #include <ATen/cuda/CUDAContextLight.h>
 #include <ATen/cuda/CUDAGeneratorImpl.h>
+#include <ATen/cuda/CUDAGraph.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <ATen/native/transformers/cuda/sdp_utils.h>
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -329,6 +331,18 @@ public:
     }
     ptr.unsafe_set_device(c10::Device(kAccel, device));
     return true;
+  }
+
+  std::unique_ptr<Graph> newGraph(bool keep_graph) const override {
+    return newCudaGraph(keep_graph);
+  }
+
+  bool isStreamCapturing(const c10::Stream& stream) const override {
+    return isCudaStreamCapturing(stream);
+  }
+
+  c10::MempoolId_t graphPoolHandle() const override {
+    return at::cuda::graph_pool_handle();
   }
 
   bool compositeRunsTargetFlashAttention() const noexcept override {

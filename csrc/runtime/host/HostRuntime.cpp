@@ -6,12 +6,16 @@
 // handed out round-robin). The current stream is per thread and per device.
 // Events are accelrt events. accelrt completes work before returning, so
 // queries report completion and waits return at once, exactly as they would
-// on CUDA for work that has finished.
+// on CUDA for work that has finished. While a graph capture records a stream
+// (see GraphRecording.h), what would wait for that stream's work fails the
+// capture, as on CUDA, and events recorded on it belong to the capture.
 
 #include <csrc/runtime/Environment.h>
+#include <csrc/runtime/GraphRecording.h>
 #include <csrc/runtime/Runtime.h>
 #include <csrc/runtime/host/AccelrtCheck.h>
 #include <csrc/runtime/host/HostAllocator.h>
+#include <csrc/runtime/host/HostGraph.h>
 #include <csrc/runtime/host/HostPinnedAllocator.h>
 #include <csrc/runtime/host/HostSharedMemory.h>
 #include <csrc/runtime/host/HostTargetAllocator.h>
@@ -192,11 +196,17 @@ public:
       TORCH_ACCEL_ACCELRT_CHECK(accelrtEventRecord(static_cast<accelrtEvent_t>(*event), handle(stream)));
       return 0;
     });
+    if (C10_UNLIKELY(anyCaptureRecording())) {
+      noteEventRecorded(*event, recordingCaptureOf(stream));
+    }
   }
 
   void block(void* event, const c10::Stream& stream) const override {
     if (event == nullptr) {
       return;
+    }
+    if (C10_UNLIKELY(anyCaptureRecording())) {
+      joinOrCheckCapture(event, stream);
     }
     onDevice(stream.device_index(), [&] {
       TORCH_ACCEL_ACCELRT_CHECK(accelrtStreamWaitEvent(handle(stream), static_cast<accelrtEvent_t>(event), 0));
@@ -208,6 +218,7 @@ public:
     if (event == nullptr) {
       return true;
     }
+    checkEventNotCaptured(event, "querying an event recorded during the capture (Event.query)");
     const accelrtError_t err = accelrtEventQuery(static_cast<accelrtEvent_t>(event));
     if (err == accelrtErrorNotReady) {
       return false;
@@ -218,11 +229,15 @@ public:
 
   void destroyEvent(void* event, const c10::DeviceIndex /*device_index*/) const noexcept override {
     if (event != nullptr) {
+      if (C10_UNLIKELY(anyCaptureRecording())) {
+        noteEventRecorded(event, nullptr); // a new event may get its address
+      }
       accelrtEventDestroy(static_cast<accelrtEvent_t>(event));
     }
   }
 
   bool queryStream(const c10::Stream& stream) const override {
+    checkStreamNotCapturing(stream, "querying a capturing stream (Stream.query)");
     return onDevice(stream.device_index(), [&] {
       const accelrtError_t err = accelrtStreamQuery(handle(stream));
       if (err == accelrtErrorNotReady) {
@@ -234,6 +249,7 @@ public:
   }
 
   void synchronizeStream(const c10::Stream& stream) const override {
+    checkStreamNotCapturing(stream, "synchronizing a capturing stream (Stream.synchronize)");
     onDevice(stream.device_index(), [&] {
       TORCH_ACCEL_ACCELRT_CHECK(accelrtStreamSynchronize(handle(stream)));
       return 0;
@@ -242,11 +258,17 @@ public:
 
   void synchronizeEvent(void* event) const override {
     if (event != nullptr) {
+      checkEventNotCaptured(event, "synchronizing an event recorded during the capture (Event.synchronize)");
       TORCH_ACCEL_ACCELRT_CHECK(accelrtEventSynchronize(static_cast<accelrtEvent_t>(event)));
     }
   }
 
   void synchronizeDevice(const c10::DeviceIndex device_index) const override {
+    if (C10_UNLIKELY(anyCaptureRecording())) {
+      if (RecordingCapture* capture = recordingCaptureOnDevice(device_index)) {
+        failCapture(*capture, "synchronizing the device (torch.accel.synchronize)", device_index);
+      }
+    }
     onDevice(device_index, [] {
       TORCH_ACCEL_ACCELRT_CHECK(accelrtDeviceSynchronize());
       return 0;
@@ -383,6 +405,18 @@ public:
     return exchangeCpuAllocationsAreAccel(enabled);
   }
 
+  std::unique_ptr<Graph> newGraph(bool keep_graph) const override {
+    return newHostGraph(keep_graph);
+  }
+
+  bool isStreamCapturing(const c10::Stream& stream) const override {
+    return anyCaptureRecording() && recordingCaptureOf(stream) != nullptr;
+  }
+
+  c10::MempoolId_t graphPoolHandle() const override {
+    return hostGraphPoolHandle();
+  }
+
   bool compositeRunsTargetFlashAttention() const noexcept override {
     return true; // _scaled_dot_product_flash_attention_for_cpu, as for cpu
   }
@@ -407,6 +441,39 @@ public:
   }
 
 private:
+  static void checkStreamNotCapturing(const c10::Stream& stream, const char* operation) {
+    if (C10_UNLIKELY(anyCaptureRecording())) {
+      if (RecordingCapture* capture = recordingCaptureOf(stream)) {
+        failCapture(*capture, operation, stream.device_index());
+      }
+    }
+  }
+
+  static void checkEventNotCaptured(void* event, const char* operation) {
+    if (C10_UNLIKELY(anyCaptureRecording())) {
+      if (RecordingCapture* capture = captureOfEvent(event)) {
+        failCapture(*capture, operation, runtime().getDevice().index());
+      }
+    }
+  }
+
+  // `stream` waits on `event`. An event recorded in a capture brings the
+  // waiting stream into that capture (CUDA's fork of a capture onto another
+  // stream); a capturing stream cannot wait on work outside its capture.
+  static void joinOrCheckCapture(void* event, const c10::Stream& stream) {
+    RecordingCapture* event_capture = captureOfEvent(event);
+    RecordingCapture* stream_capture = recordingCaptureOf(stream);
+    if (event_capture != nullptr && stream_capture == nullptr) {
+      joinRecording(stream, event_capture);
+    } else if (stream_capture != nullptr && event_capture != stream_capture) {
+      failCapture(
+          *stream_capture,
+          "making a capturing stream wait on an event recorded outside its capture (Stream.wait_event, "
+          "Stream.wait_stream)",
+          stream.device_index());
+    }
+  }
+
   static c10::Stream stream(c10::DeviceIndex device, c10::StreamId id) {
     return c10::Stream(c10::Stream::UNSAFE, c10::Device(kAccel, device), id);
   }

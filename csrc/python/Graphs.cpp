@@ -1,0 +1,51 @@
+#include <csrc/python/Graphs.h>
+#include <csrc/runtime/Graph.h>
+#include <csrc/runtime/Runtime.h>
+
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace torch_accel {
+
+namespace py = pybind11;
+
+void initGraphBindings(py::module& m) {
+  // Methods release the GIL as torch._C._CUDAGraph's do: capture and replay
+  // run kernels, some of which (Meta kernels written in Python, during a host
+  // capture) take it again.
+  py::class_<Graph, std::unique_ptr<Graph>>(m, "_AccelGraph")
+      .def(
+          // torch_accel.graphs.Graph initialises accel first.
+          py::init([](bool keep_graph) { return runtime().newGraph(keep_graph); }),
+          py::arg("keep_graph") = false)
+      .def(
+          "capture_begin",
+          [](Graph& self, std::optional<c10::MempoolId_t> pool, const std::string& capture_error_mode) {
+            const CaptureMode mode = captureModeFromName(capture_error_mode);
+            py::gil_scoped_release no_gil;
+            self.captureBegin(pool.value_or(c10::MempoolId_t{0, 0}), mode);
+          },
+          py::arg("pool") = std::nullopt,
+          py::arg("capture_error_mode") = "global")
+      .def("capture_end", &Graph::captureEnd, py::call_guard<py::gil_scoped_release>())
+      .def("instantiate", &Graph::instantiate, py::call_guard<py::gil_scoped_release>())
+      .def("replay", &Graph::replay, py::call_guard<py::gil_scoped_release>())
+      .def("reset", &Graph::reset, py::call_guard<py::gil_scoped_release>())
+      .def("pool", &Graph::pool, py::call_guard<py::gil_scoped_release>())
+      .def("enable_debug_mode", &Graph::enableDebugMode, py::call_guard<py::gil_scoped_release>())
+      .def("debug_dump", &Graph::debugDump, py::arg("debug_path"), py::call_guard<py::gil_scoped_release>());
+
+  m.def("_graph_pool_handle", [] { return runtime().graphPoolHandle(); });
+  m.def("_is_current_stream_capturing", [] {
+    if (!runtimeInitialized() || runtime().deviceCount() == 0) {
+      return false; // nothing can capture before accel starts (and asking must not start it)
+    }
+    const Runtime& rt = runtime();
+    return rt.isStreamCapturing(rt.getStream(rt.getDevice()));
+  });
+}
+
+} // namespace torch_accel

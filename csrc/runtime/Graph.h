@@ -1,0 +1,64 @@
+#pragma once
+
+// Graph capture (torch.accel.Graph, as torch.cuda.CUDAGraph): the work that
+// accel streams are given between captureBegin() and captureEnd() becomes a
+// graph that replay() runs again, on the same memory, as often as asked.
+//
+// Each runtime makes its own graphs (Runtime::newGraph):
+//
+//   CUDA  (runtime/cuda/CudaGraph)  a CUDA graph captured on the CUDA stream
+//                                   behind the current accel stream, with the
+//                                   caching allocator's private pools
+//                                   (at::cuda::CUDAGraph).
+//   host  (runtime/host/HostGraph)  accelrt runs work as it is issued, so a
+//                                   capture records it instead: accel's
+//                                   kernels see that their stream is being
+//                                   captured (GraphRecording.h) and append a
+//                                   step that replay() runs.
+
+#include <c10/core/Allocator.h>
+
+#include <string>
+
+namespace torch_accel {
+
+// cudaStreamCaptureMode, by torch.cuda's names: which threads' unsafe calls
+// (synchronisations, ...) a capture forbids while it runs.
+enum class CaptureMode {
+  Global,      // every thread's
+  ThreadLocal, // the capturing thread's
+  Relaxed,     // none
+};
+
+// "global", "thread_local" or "relaxed" (torch.cuda's capture_error_mode).
+CaptureMode captureModeFromName(const std::string& name);
+
+// Raises torch.cuda's error, naming accel, unless the current stream of the
+// current accel device is a non-default stream (where captures begin).
+void checkCaptureStream();
+
+class Graph {
+public:
+  virtual ~Graph() = default;
+
+  // Begins capturing the work of the current stream of the current accel
+  // device, which must not be its default stream. Memory allocated on that
+  // stream until captureEnd() comes from `pool` ({0, 0}: a new private pool
+  // of this graph) and stays with the graph until reset().
+  virtual void captureBegin(c10::MempoolId_t pool, CaptureMode mode) = 0;
+  // Ends the capture, on the stream it began on.
+  virtual void captureEnd() = 0;
+  // Makes the captured graph ready to replay (captureEnd does it unless the
+  // graph was made with keep_graph).
+  virtual void instantiate() = 0;
+  virtual void replay() = 0;
+  // Drops the captured graph and gives its memory back.
+  virtual void reset() = 0;
+  // The memory pool that captureBegin(pool) of another graph may share.
+  virtual c10::MempoolId_t pool() const = 0;
+  virtual void enableDebugMode() = 0;
+  // Writes a description of the graph to `path` (after enableDebugMode()).
+  virtual void debugDump(const std::string& path) = 0;
+};
+
+} // namespace torch_accel

@@ -1,0 +1,574 @@
+"""torch.compile(mode="reduce-overhead") on accel: compiled graphs replayed as accel graphs.
+
+mode="reduce-overhead" sets Inductor's ``triton.cudagraphs``. For cuda,
+Inductor then wraps each compiled graph in its CUDA graph trees
+(torch/_inductor/cudagraph_trees.py). Those are written against torch.cuda
+(torch.cuda.CUDAGraph, CUDA caching allocator pools and checkpoints, outputs
+rebuilt as cuda tensors), so accel does not use them: an accel-only graph is
+wrapped instead by ``AccelGraphed`` below, accel's own graph wrapper over
+torch.accel.Graph, plugged where Inductor applies cudagraphify.
+
+Adapts (listed in _inductor_patches.SOURCE_SHA256, checked by test_compile):
+
+- ``cudagraph_utils.check_lowering_disable_cudagraph``: accepts a graph whose
+  only device is one accel device (Inductor accepts exactly one cuda device).
+  For such a graph it applies the checks Inductor skips under
+  ``graph_partition`` (on by default), since accel graphs are captured whole,
+  not partitioned: an op that cannot be captured (``cudagraph_unsafe`` ops,
+  data-dependent output sizes), and ``triton.cudagraph_skip_dynamic_graphs``.
+- ``output_code.cudagraph_post_compile`` and
+  ``output_code.cudagraph_partition_post_compile``: an accel-only graph gets
+  ``AccelGraphed``; every other graph Inductor's own handling.
+
+What AccelGraphed does, and how it differs from the trees:
+
+- Warmup: the first call with given sizes runs the compiled graph as compiled;
+  the second captures it (into a private memory pool per graph) and replays.
+- Static inputs (parameters, buffers: Inductor's ``static_input_idxs``; in a
+  backward, the forward's outputs it saved) are captured in place and never
+  copied; if one's memory moves, the graph is captured again for the new
+  addresses (up to ``triton.cudagraph_unexpected_rerecord_limit``). Other
+  tensor inputs are copied into the capture's own buffers.
+- Sizes: one capture per distinct set of integer inputs (dynamic shapes), as
+  the trees do, with their warning past
+  ``triton.cudagraph_dynamic_shape_warn_limit``.
+- Outputs live in the graph's pool and are overwritten by its next replay.
+  As with the trees, an output of a previous replay that is still referenced
+  when the graph replays again is invalidated: using it raises an error
+  saying so (clone it first, or call torch.compiler.cudagraph_mark_step_begin).
+  When a replay would invalidate outputs that autograd may still need (a
+  training forward whose backward has not run yet, a backward whose
+  gradients are still held, and no cudagraph_mark_step_begin since), the call
+  runs the compiled graph without replaying instead: slower, never wrong.
+  Outputs that alias a static input (a parameter saved for backward) are
+  returned as captured, never invalidated; an output aliasing a copied input
+  is a view of the capture's buffer (as with the trees, whose copies those
+  are), handed out and invalidated like the graph's own memory.
+- A capture that fails (something the capture cannot record) is recorded as
+  a skip (cudagraph_skips, the cudagraphs log) and the graph runs as
+  compiled from then on.
+- Host runtime: the C++ kernels that Inductor's wrapper calls directly are
+  routed through a recordable operator while capturing (_HostKernelCalls).
+- Input mutation: a graph that mutates a non-static input is not captured
+  (``skipping cudagraphs due to mutated inputs``, counted in cudagraph_skips,
+  as the trees skip such graphs); mutating static inputs (BatchNorm running
+  stats) is captured.
+- There is no tree: each compiled graph (forward, backward) has its own
+  captures and pool, so memory is not shared between graphs as the trees
+  share it.
+
+This module imports Inductor and Dynamo only inside its functions.
+"""
+
+import contextlib
+import warnings
+import weakref
+from typing import Any, Callable, Optional, Sequence
+
+import torch
+from torch._C._dynamo.guards import _reinterpret_tensor
+from torch.multiprocessing.reductions import StorageWeakRef
+
+_DEVICE_TYPE = "accel"
+
+# Counted in torch._dynamo.utils.counters["inductor"]: graphs captured,
+# replays, and calls that ran without replaying (see AccelGraphed).
+CAPTURE_COUNTER = "accel_graph_captures"
+REPLAY_COUNTER = "accel_graph_replays"
+UNREPLAYED_COUNTER = "accel_graph_calls_not_replayed"
+
+
+def _accel_only(device_types: Any) -> bool:
+    types = set(device_types) - {"meta"}
+    return types == {_DEVICE_TYPE}
+
+
+# --- the lowering check ---------------------------------------------------------
+
+
+def _check_lowering(original: Callable[..., Optional[str]]) -> Callable[..., Optional[str]]:
+    def check_lowering_disable_cudagraph(device_node_mapping: dict[torch.device, torch.fx.Node]) -> Optional[str]:
+        devices = [d for d in device_node_mapping if d.type != "meta"]
+        if len(devices) != 1 or devices[0].type != _DEVICE_TYPE:
+            return original(device_node_mapping)
+        return _accel_graph_reason()
+
+    check_lowering_disable_cudagraph.__doc__ = original.__doc__
+    return check_lowering_disable_cudagraph
+
+
+def _accel_graph_reason() -> Optional[str]:
+    """Why the accel graph being lowered (V.graph) cannot be captured, or None."""
+    from torch._inductor import config
+    from torch._inductor.utils import any_is_symbolic, get_first_incompatible_cudagraph_node
+    from torch._inductor.virtualized import V
+
+    graph = V.graph
+    gm = getattr(graph, "module", None)
+    if isinstance(gm, torch.fx.GraphModule):
+        node = get_first_incompatible_cudagraph_node(gm)
+        if node is not None:
+            reason = f"disabling cudagraphs due to incompatible op {node.target}"
+            if stack_trace := node.meta.get("stack_trace"):
+                reason = f"{reason} Found from {stack_trace}\n"
+            return reason
+    if config.triton.cudagraph_skip_dynamic_graphs and any_is_symbolic(*graph.example_inputs):
+        return "graph with symbolic shapes inputs and config.triton.cudagraph_skip_dynamic_graphs=True.\n"
+    return None
+
+
+# --- post compile: wrap accel-only graphs ---------------------------------------
+
+
+class _ForwardBackwardPair:
+    """State a training forward shares with its backward (see AccelGraphed)."""
+
+    __slots__ = ("backward_pending",)
+
+    def __init__(self) -> None:
+        self.backward_pending = False
+
+
+def _pair_of(boxed_forward_device_index: Any) -> Optional[_ForwardBackwardPair]:
+    # Inductor passes the same BoxedDeviceIndex to the forward and the
+    # backward of one graph: the pair's state rides on it.
+    if boxed_forward_device_index is None:
+        return None
+    pair = getattr(boxed_forward_device_index, "_accel_graphs_pair", None)
+    if pair is None:
+        pair = _ForwardBackwardPair()
+        boxed_forward_device_index._accel_graphs_pair = pair
+    return pair
+
+
+def _post_compile(original: Callable[..., None]) -> Callable[..., None]:
+    def post_compile(
+        example_inputs: Sequence[Any],
+        compiled_graph: Any,
+        cudagraphs: Any,
+        constants: dict[str, Any],
+        boxed_forward_device_index: Any,
+    ) -> None:
+        if not _accel_only(compiled_graph.device_types):
+            return original(example_inputs, compiled_graph, cudagraphs, constants, boxed_forward_device_index)
+        _graph_accel(compiled_graph, cudagraphs, boxed_forward_device_index)
+
+    post_compile.__doc__ = original.__doc__
+    return post_compile
+
+
+def _graph_accel(compiled_graph: Any, cudagraphs: Any, boxed_forward_device_index: Any) -> None:
+    """Wrap ``compiled_graph`` (accel-only, no lowering reason) in AccelGraphed, or record why not."""
+    from torch._inductor.cudagraph_utils import (
+        format_default_skip_message,
+        get_mutation_stack_trace,
+        log_cudagraph_skip_and_bump_counter,
+    )
+    from torch._inductor.utils import BoxedBool
+
+    info = compiled_graph.cudagraph_info
+    assert info is not None and compiled_graph.current_callable is not None
+    fx_kwargs = compiled_graph.fx_kwargs
+    static_input_idxs = tuple(fx_kwargs["static_input_idxs"] or ())
+    reason = None
+    if info.cudagraph_fail_reasons:
+        reason = format_default_skip_message(", ".join(info.cudagraph_fail_reasons))
+    else:
+        mutated = [i for i in compiled_graph.mutated_input_idxs if i not in set(static_input_idxs)]
+        if mutated:
+            reason = get_mutation_stack_trace(info.placeholders, mutated)
+    if reason is None and _kernels_run_by_interpreter():
+        reason = format_default_skip_message(
+            "Triton kernels run by Triton's interpreter (TORCH_ACCEL_INDUCTOR=triton on the host runtime), "
+            "which a capture cannot record"
+        )
+    if reason is not None:
+        BoxedBool.disable(cudagraphs)
+        log_cudagraph_skip_and_bump_counter(reason)
+        return
+    is_backward = fx_kwargs["is_backward"]
+    is_inference = fx_kwargs["is_inference"]
+    compiled_graph.current_callable = AccelGraphed(
+        compiled_graph.current_callable,
+        static_input_idxs=static_input_idxs,
+        stack_traces=list(info.stack_traces),
+        kind="backward" if is_backward else ("inference" if is_inference else "forward"),
+        pair=None if is_inference else _pair_of(boxed_forward_device_index),
+    )
+
+
+def _kernels_run_by_interpreter() -> bool:
+    from ._inductor_registration import codegen_config
+
+    return codegen_config().interpreted
+
+
+def _kernels_called_directly() -> bool:
+    """Whether Inductor's kernels for accel are C++ functions that the wrapper
+    calls directly on host memory (the host runtime's C++ kernels)."""
+    from ._inductor_registration import codegen_config
+
+    return codegen_config().kernels == "cpp"
+
+
+# --- C++ kernels inside a capture (host runtime) --------------------------------
+#
+# A capture records the work issued to accel: operators, through the
+# dispatcher. On the host runtime, the C++ kernels Inductor generates are not
+# operators: the generated wrapper calls them directly, with the data
+# pointers of accel tensors (host memory), so a capture would neither see nor
+# replay them. While a compiled graph is captured, each such kernel of its
+# module is therefore called through the operator accel_graphs::host_kernel,
+# which the capture records like any other (its Meta kernel: no results; its
+# CPU kernel, run at each replay by the alias fallback on the same memory,
+# calls the C++ kernel with the arguments it was captured with).
+
+_host_kernel_calls: dict[int, Callable[[list[torch.Tensor]], None]] = {}
+_next_host_kernel_call = 0
+_host_kernel_library: Optional[torch.library.Library] = None
+
+
+def _host_kernel_cpu(call: int, tensors: list[torch.Tensor]) -> None:
+    _host_kernel_calls[call](tensors)
+
+
+def _host_kernel_meta(call: int, tensors: list[torch.Tensor]) -> None:
+    return None
+
+
+def _define_host_kernel() -> None:
+    global _host_kernel_library
+    if _host_kernel_library is not None:
+        return
+    library = torch.library.Library("accel_graphs", "DEF")
+    library.define("host_kernel(int call, Tensor(a!)[] tensors) -> ()")
+    library.impl("host_kernel", _host_kernel_cpu, "CPU")
+    library.impl("host_kernel", _host_kernel_meta, "Meta")
+    _host_kernel_library = library
+
+
+def _is_cpp_kernel(value: Any) -> bool:
+    # Inductor's cpp_pybinding loads each C++ kernel as a builtin function named "kernel".
+    return type(value).__name__ == "builtin_function_or_method" and getattr(value, "__name__", "") == "kernel"
+
+
+class _HostKernelCalls:
+    """While capturing, the C++ kernels of a compiled module are called through
+    accel_graphs::host_kernel; the calls stay registered while the capture lives."""
+
+    def __init__(self, model: Callable[..., Any]) -> None:
+        function = getattr(model, "__func__", model)
+        self.namespace: dict[str, Any] = getattr(function, "__globals__", {})
+        self.kernels = {name: v for name, v in self.namespace.items() if _is_cpp_kernel(v)}
+        self.calls: list[int] = []
+
+    def _recorded(self, kernel: Callable[..., None]) -> Callable[..., None]:
+        def call_through_operator(*args: Any) -> None:
+            global _next_host_kernel_call
+            positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+            fixed = list(args)
+
+            def run(tensors: list[torch.Tensor]) -> None:
+                values = list(fixed)
+                for i, t in zip(positions, tensors):
+                    values[i] = t
+                kernel(*values)
+
+            call = _next_host_kernel_call
+            _next_host_kernel_call += 1
+            _host_kernel_calls[call] = run
+            self.calls.append(call)
+            torch.ops.accel_graphs.host_kernel(call, [args[i] for i in positions])
+
+        return call_through_operator
+
+    def __enter__(self) -> "_HostKernelCalls":
+        _define_host_kernel()
+        for name, kernel in self.kernels.items():
+            self.namespace[name] = self._recorded(kernel)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.namespace.update(self.kernels)
+
+    def release(self) -> None:
+        for call in self.calls:
+            _host_kernel_calls.pop(call, None)
+        self.calls = []
+
+
+# --- the graph wrapper ----------------------------------------------------------
+
+# What each output of a captured graph is, and how a replay returns it.
+_GRAPH_MEMORY, _STATIC_ALIAS, _VALUE = range(3)
+
+
+def _overwritten_message(stack_trace: Optional[str]) -> str:
+    where = stack_trace.strip() if stack_trace else "[Could not find stack trace]"
+    return (
+        "Error: accessing an accel tensor output of torch.compile(mode=\"reduce-overhead\") that has been "
+        f"overwritten by a subsequent run of its graph. Stack trace: {where}. To prevent overwriting, clone "
+        "the tensor outside of torch.compile() or call torch.compiler.cudagraph_mark_step_begin() before each "
+        "model invocation."
+    )
+
+
+_FREED_MESSAGE = (
+    "Error: accessing an accel tensor output of torch.compile(mode=\"reduce-overhead\") whose graph has been "
+    "freed (torch._dynamo.reset() or the compiled function deleted); clone outputs you keep beyond their graph."
+)
+
+
+_mark_step_box: Any = None
+
+
+def _mark_step() -> int:
+    """torch.compiler.cudagraph_mark_step_begin()'s counter (it changes at each call)."""
+    global _mark_step_box
+    if _mark_step_box is None:
+        from torch._inductor.cudagraph_trees import MarkStepBox
+
+        _mark_step_box = MarkStepBox
+    return _mark_step_box.mark_step_counter
+
+
+def _alias_of_memory(t: torch.Tensor) -> torch.Tensor:
+    """``t`` over a storage of its own, not owning ``t``'s memory.
+
+    A static input may be the output of another graph (a forward's output
+    saved for the backward), whose storage that graph invalidates when it
+    replays again; the capture must go on reading the memory.
+    """
+    storage = t.untyped_storage()
+    alias = torch._C._construct_storage_from_data_pointer(storage.data_ptr(), t.device, storage.nbytes())
+    return torch.empty((0,), dtype=t.dtype, device=t.device).set_(alias, t.storage_offset(), t.size(), t.stride())
+
+
+class _Capture:
+    """One capture of a compiled graph, for one set of integer inputs and static input addresses."""
+
+    def __init__(self, owner: "AccelGraphed", inputs: list[Any]) -> None:
+        from torch._dynamo import utils as dynamo_utils
+
+        from . import graphs
+
+        # (weak reference, stack trace) of each storage the last replay handed out.
+        self.handed_out: list[tuple[Any, Optional[str]]] = []
+        static = owner.static_input_idxs
+        self.copy_idxs = [i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and i not in static]
+        self.static_idxs = [i for i in sorted(static) if isinstance(inputs[i], torch.Tensor)]
+        # Indexed by input, as _tensors_data_ptrs_at_indices_equal reads it.
+        self.static_ptrs = [x.data_ptr() if i in self.static_idxs else None for i, x in enumerate(inputs)]
+        self.static_inputs: list[Any] = []
+        for i, x in enumerate(inputs):
+            if i in self.copy_idxs:
+                buffer = torch.empty_strided(x.size(), x.stride(), dtype=x.dtype, device=x.device)
+                buffer.copy_(x)
+                self.static_inputs.append(buffer)
+            elif isinstance(x, torch.Tensor):
+                self.static_inputs.append(_alias_of_memory(x))
+            else:
+                self.static_inputs.append(x)
+        self.device = next(x.device for x in self.static_inputs if isinstance(x, torch.Tensor))
+
+        torch.accel.synchronize(self.device)
+        self.graph = graphs.Graph()
+        host_kernels = _HostKernelCalls(owner.model) if _kernels_called_directly() else None
+        with dynamo_utils.preserve_rng_state(), host_kernels or contextlib.nullcontext():
+            with graphs.graph(self.graph, capture_error_mode="thread_local"):
+                outputs = owner.model(list(self.static_inputs))
+        if host_kernels is not None:
+            weakref.finalize(self, host_kernels.release)
+        if not isinstance(outputs, (list, tuple)):
+            outputs = (outputs,)
+        # Kept: the memory that replays write and hand out.
+        self.static_outputs = tuple(outputs)
+        self.plan = self._plan(outputs, owner.stack_traces)
+        self.replayed_at_step = _mark_step()
+
+    def _plan(self, outputs: Sequence[Any], traces: list[Optional[str]]) -> list[tuple[Any, ...]]:
+        """How a replay returns each output: a static input's alias as captured;
+        other tensors (the graph's memory, or an alias of an input buffer) over
+        storages made at each replay, which can be invalidated."""
+        static_storages = {self.static_inputs[i].untyped_storage().data_ptr() for i in self.static_idxs}
+        # (data pointer, bytes, stack trace) of each storage handed out.
+        self.storages: list[tuple[int, int, Optional[str]]] = []
+        index: dict[int, int] = {}
+        plan: list[tuple[Any, ...]] = []
+        for k, out in enumerate(outputs):
+            if not isinstance(out, torch.Tensor):
+                plan.append((_VALUE, out))
+                continue
+            storage = out.untyped_storage()
+            if storage.data_ptr() in static_storages:
+                plan.append((_STATIC_ALIAS, out))
+                continue
+            if storage.data_ptr() not in index:
+                index[storage.data_ptr()] = len(self.storages)
+                self.storages.append((storage.data_ptr(), storage.nbytes(), traces[k] if k < len(traces) else None))
+            plan.append((_GRAPH_MEMORY, index[storage.data_ptr()], out.size(), out.stride(), out.storage_offset(), out))
+        return plan
+
+    def matches(self, inputs: list[Any]) -> bool:
+        """Whether the static inputs are where they were at capture."""
+        return torch._C._tensors_data_ptrs_at_indices_equal(inputs, self.static_ptrs, self.static_idxs)
+
+    def outputs_alive(self) -> bool:
+        return any(not ref.expired() for ref, _ in self.handed_out)
+
+    def invalidate_outputs(self, message: Optional[str] = None) -> None:
+        for ref, trace in self.handed_out:
+            if not ref.expired():
+                storage = torch.UntypedStorage._new_with_weak_ptr(ref.cdata)
+                torch._C._set_storage_data_ptr_access_error_msg(storage._cdata, message or _overwritten_message(trace))
+        self.handed_out = []
+
+    def __del__(self) -> None:
+        # Outputs still referenced would read memory the graph no longer owns.
+        self.invalidate_outputs(_FREED_MESSAGE)
+
+    def replay(self, inputs: list[Any]) -> list[Any]:
+        for i in self.copy_idxs:
+            self.static_inputs[i].copy_(inputs[i])
+        self.invalidate_outputs()
+        # The captured static inputs do not own their memory (_alias_of_memory):
+        # the caller's list keeps it alive until the replay is done.
+        self.graph.replay()
+        inputs.clear()
+        self.replayed_at_step = _mark_step()
+        storages = [torch._C._construct_storage_from_data_pointer(ptr, self.device, nbytes) for ptr, nbytes, _ in self.storages]
+        self.handed_out = [(StorageWeakRef(s), trace) for s, (_, _, trace) in zip(storages, self.storages)]
+        results: list[Any] = []
+        for entry in self.plan:
+            if entry[0] == _GRAPH_MEMORY:
+                _, s, size, stride, offset, template = entry
+                # A new tensor (an alias of the captured output: cheaper than
+                # an allocation), then moved onto this replay's storage.
+                results.append(_reinterpret_tensor(template, size, stride, offset).set_(storages[s], offset, size, stride))
+            else:
+                results.append(entry[1])
+        return results
+
+
+class AccelGraphed:
+    """A compiled graph replayed as accel graphs: one capture per set of
+    integer inputs (sizes) and addresses of its static inputs."""
+
+    def __init__(
+        self,
+        model: Callable[[list[Any]], Any],
+        *,
+        static_input_idxs: Sequence[int],
+        stack_traces: list[Optional[str]],
+        kind: str,
+        pair: Optional[_ForwardBackwardPair],
+    ) -> None:
+        from torch._dynamo.utils import counters
+        from torch._inductor import config
+
+        self.model = model
+        self.static_input_idxs = frozenset(static_input_idxs)
+        self.stack_traces = stack_traces
+        self.kind = kind  # "inference", "forward" or "backward"
+        self.pair = pair
+        self.warmed_up: set[tuple[int, ...]] = set()
+        # By sizes: the captures, the latest last.
+        self.captures: dict[tuple[int, ...], list[_Capture]] = {}
+        self.recapture_limit = config.triton.cudagraph_unexpected_rerecord_limit
+        self.warned: set[str] = set()
+        self.capture_failed = False
+        self.counters = counters  # looked up at each count: Dynamo may replace counters["inductor"]
+
+    def __call__(self, inputs: list[Any]) -> Any:
+        if self.capture_failed:
+            return self.model(inputs)
+        key = tuple(x for x in inputs if isinstance(x, int))
+        captures = self.captures.get(key)
+        capture = None
+        if captures:
+            capture = next((c for c in reversed(captures) if c.matches(inputs)), None)
+        if capture is None:
+            if key not in self.warmed_up:
+                self.warmed_up.add(key)
+                return self._run_compiled(inputs)
+            if captures and len(captures) >= self.recapture_limit:
+                return self._run_unreplayed(
+                    inputs,
+                    "its static inputs (parameters) moved more often than "
+                    "torch._inductor.config.triton.cudagraph_unexpected_rerecord_limit allows",
+                )
+            if captures is None:
+                from torch._inductor.cudagraph_utils import maybe_warning_due_to_dynamic_shape
+
+                maybe_warning_due_to_dynamic_shape(self.captures, key)
+                captures = self.captures[key] = []
+            try:
+                capture = _Capture(self, inputs)
+            except Exception as error:  # noqa: BLE001 - reported, and the graph runs as compiled
+                return self._give_up(inputs, error)
+            captures.append(capture)
+            self.counters["inductor"][CAPTURE_COUNTER] += 1
+        elif capture.outputs_alive() and not self._may_invalidate(capture):
+            return self._run_unreplayed(
+                inputs,
+                "the outputs of its previous replay are still in use (a pending backward, or gradients still held)",
+            )
+        if self.pair is not None:
+            self.pair.backward_pending = self.kind == "forward"
+        self.counters["inductor"][REPLAY_COUNTER] += 1
+        return capture.replay(inputs)
+
+    def _give_up(self, inputs: list[Any], error: Exception) -> Any:
+        """The capture failed (something in the graph cannot be captured): the
+        graph runs as compiled from now on, and the skip is recorded as
+        Inductor records its own (cudagraph_skips, the cudagraphs log)."""
+        from torch._inductor.cudagraph_utils import format_default_skip_message, log_cudagraph_skip_and_bump_counter
+
+        self.capture_failed = True
+        self.captures.clear()
+        message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        log_cudagraph_skip_and_bump_counter(
+            format_default_skip_message(f"an error while capturing the accel graph ({type(error).__name__}: {message})")
+        )
+        return self.model(inputs)
+
+    def _may_invalidate(self, capture: _Capture) -> bool:
+        """Whether outputs of ``capture``'s last replay, still referenced, may be overwritten now."""
+        if capture.replayed_at_step != _mark_step():
+            return True  # torch.compiler.cudagraph_mark_step_begin() since: a new iteration
+        if self.kind == "inference":
+            return True  # each invocation is a new iteration, as with the trees
+        if self.kind == "forward":
+            return self.pair is None or not self.pair.backward_pending
+        return False  # a backward's gradients may be accumulated into .grad
+
+    def _run_compiled(self, inputs: list[Any]) -> Any:
+        if self.pair is not None and self.kind == "backward":
+            self.pair.backward_pending = False
+        return self.model(inputs)
+
+    def _run_unreplayed(self, inputs: list[Any], why: str) -> Any:
+        self.counters["inductor"][UNREPLAYED_COUNTER] += 1
+        if why not in self.warned:
+            self.warned.add(why)
+            warnings.warn(
+                f"accel graphs (mode=\"reduce-overhead\"): a {self.kind} graph ran without replaying because {why}. "
+                "Consider running with torch.no_grad() or calling torch.compiler.cudagraph_mark_step_begin() "
+                "before each model invocation"
+            )
+        return self._run_compiled(inputs)
+
+
+def apply_graph_patches() -> None:
+    """Route accel-only graphs under mode="reduce-overhead" to AccelGraphed (applied once)."""
+    from torch._inductor import cudagraph_utils, output_code
+
+    from ._inductor_patches import _first_patch
+
+    original = cudagraph_utils.check_lowering_disable_cudagraph
+    if _first_patch("torch._inductor.cudagraph_utils.check_lowering_disable_cudagraph", original):
+        cudagraph_utils.check_lowering_disable_cudagraph = _check_lowering(original)
+    for name in ("cudagraph_post_compile", "cudagraph_partition_post_compile"):
+        original = getattr(output_code, name)
+        if _first_patch(f"torch._inductor.output_code.{name}", original):
+            setattr(output_code, name, _post_compile(original))
