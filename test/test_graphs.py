@@ -420,3 +420,17 @@ def test_argument_errors_raise_as_eager_and_keep_the_capture():
         z = x * 5
     g.replay()
     assert torch.equal(z.cpu(), torch.full((3,), 5.0))
+
+
+@pytest.mark.skipif(torch_accel.runtime() == "cuda", reason="a CUDA graph captures kernels without Meta kernels")
+def test_operator_without_meta_kernel_invalidates_the_capture():
+    library = torch.library.Library("accel_graph_test", "DEF")  # noqa: TOR901
+    library.define("twice(Tensor x) -> Tensor")
+    library.impl("twice", lambda x: x * 2, "CPU")
+    x = torch.ones(3, device="accel")
+    assert torch.equal(torch.ops.accel_graph_test.twice(x).cpu(), torch.full((3,), 2.0))  # eager: fine
+    g = torch.accel.Graph()
+    with pytest.raises(RuntimeError, match="invalidated.*accel_graph_test::twice.*Meta kernel"):
+        with torch.accel.graph(g):
+            torch.ops.accel_graph_test.twice(x)
+    del library
