@@ -409,3 +409,28 @@ def test_batch_norm_running_stats_update_at_replay_only(target):
     assert torch.equal(out.cpu(), expected.detach().cpu())
     assert torch.equal(bn.running_mean.cpu(), eager_bn.running_mean.cpu())
     assert torch.equal(bn.num_batches_tracked.cpu(), eager_bn.num_batches_tracked.cpu())
+
+
+def test_argument_errors_raise_as_eager_and_keep_the_capture():
+    x, y = torch.ones(3, device="accel"), torch.ones(4, device="accel")
+    g = torch.accel.Graph()
+    with torch.accel.graph(g):
+        with pytest.raises(RuntimeError, match="must match the size|broadcast"):
+            x + y
+        z = x * 5
+    g.replay()
+    assert torch.equal(z.cpu(), torch.full((3,), 5.0))
+
+
+@pytest.mark.skipif(torch_accel.runtime() == "cuda", reason="a CUDA graph captures kernels without Meta kernels")
+def test_operator_without_meta_kernel_invalidates_the_capture():
+    library = torch.library.Library("accel_graph_test", "DEF")  # noqa: TOR901
+    library.define("twice(Tensor x) -> Tensor")
+    library.impl("twice", lambda x: x * 2, "CPU")
+    x = torch.ones(3, device="accel")
+    assert torch.equal(torch.ops.accel_graph_test.twice(x).cpu(), torch.full((3,), 2.0))  # eager: fine
+    g = torch.accel.Graph()
+    with pytest.raises(RuntimeError, match="invalidated.*accel_graph_test::twice.*Meta kernel"):
+        with torch.accel.graph(g):
+            torch.ops.accel_graph_test.twice(x)
+    del library

@@ -9,6 +9,7 @@
 #include <c10/util/SmallVector.h>
 
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -302,12 +303,24 @@ void record(
   }
   try {
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta_stack);
-  } catch (const c10::Error& e) {
+  } catch (const c10::NotImplementedError& e) {
     call.fail(
         c10::str("its Meta kernel cannot tell its results without device data (", e.what_without_backtrace(), ")"));
+  } catch (const c10::Error&) {
+    // A check on the arguments (shapes, dtypes) that the target's kernel
+    // makes too: the same error as eager, and the capture goes on, as a
+    // CUDA capture does when a kernel refuses its arguments before launch.
+    throw;
   } catch (const std::exception& e) {
-    // Meta kernels written in Python (torch._meta_registrations) raise Python exceptions.
-    call.fail(c10::str("its Meta kernel cannot tell its results without device data (", e.what(), ")"));
+    // Meta kernels written in Python (torch._refs, torch._meta_registrations)
+    // raise Python exceptions, whose message starts with the type's name:
+    // NotImplementedError where results depend on data (nonzero); any other
+    // is a check on the arguments, raised as is.
+    const std::string_view message(e.what());
+    if (message.rfind("NotImplementedError", 0) == 0) {
+      call.fail(c10::str("its Meta kernel cannot tell its results without device data (", message, ")"));
+    }
+    throw;
   }
   call.resizeMutableArguments();
   // Results, and the step that replays the call.

@@ -12,7 +12,9 @@
 // kernel and copies fresh results into the memory handed out at capture.
 // Operators that the capture cannot record (no Meta kernel, results whose
 // shape or value depends on device data, tensor kinds other than strided)
-// fail the capture with an error naming the operator.
+// fail the capture with an error naming the operator. Arguments that the
+// Meta kernel refuses (shapes that do not broadcast, ...) raise its error and
+// leave the capture going, as a CUDA kernel refusing its arguments does.
 
 #include <csrc/runtime/GraphRecording.h>
 
