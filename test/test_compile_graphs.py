@@ -81,6 +81,21 @@ def test_inference_is_captured_without_skips_and_matches_target_bitwise(target):
         assert torch.equal(got, want)
 
 
+def test_convolutions_are_captured_with_the_targets_layout(target):
+    # Inductor lays convolutions out for the device (channels-last on cpu) and
+    # asserts their results' strides; a capture must hand out what the target's
+    # kernel gives, not what the Meta kernel guesses for meta tensors.
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Conv2d(8, 4, 3))
+    on_accel = torch.compile(copy.deepcopy(model).to(DEVICE), mode="reduce-overhead")
+    on_target = torch.compile(copy.deepcopy(model).to(target))
+    with torch.no_grad():
+        for x in batches(3, 2, 3, 10, 10):
+            assert_same(on_accel(x.to(DEVICE)), on_target(x.to(target)))
+    assert inductor_count("cudagraph_skips") == 0
+    assert inductor_count(CAPTURES) == 1
+
+
 def test_first_call_warms_up_then_second_captures():
     f = torch.compile(lambda x: x * 2 + 1, mode="reduce-overhead")
     x = torch.randn(8, device=DEVICE)

@@ -395,6 +395,34 @@ def test_operators_replay_as_eager(fn, target):
     assert torch.equal(out.cpu(), fn(x.to(target)).cpu())
 
 
+@pytest.mark.parametrize("layout", ["weight", "input", "both"])
+def test_convolution_results_are_laid_out_as_eager(layout, target):
+    # The target picks a convolution's memory format by device (channels-last
+    # input or weight), which its Meta kernel cannot see: the captured results,
+    # their gradients included, have eager's strides.
+    torch.manual_seed(0)
+    x, w = torch.randn(2, 3, 8, 8), torch.randn(4, 3, 3, 3)
+    if layout in ("input", "both"):
+        x = x.to(memory_format=torch.channels_last)
+    if layout in ("weight", "both"):
+        w = w.to(memory_format=torch.channels_last)
+    static_x, static_w = x.to("accel").requires_grad_(), w.to("accel").requires_grad_()
+    g = torch.accel.Graph()
+    with torch.accel.graph(g):
+        out = torch.nn.functional.conv2d(static_x, static_w)
+        grad_x, grad_w = torch.autograd.grad(out.sum(), (static_x, static_w))
+    g.replay()
+    eager_x, eager_w = x.to(target).requires_grad_(), w.to(target).requires_grad_()
+    eager = torch.nn.functional.conv2d(eager_x, eager_w)
+    eager_grads = torch.autograd.grad(eager.sum(), (eager_x, eager_w))
+    for got, want in zip((out, grad_x, grad_w), (eager, *eager_grads)):
+        assert got.stride() == want.stride()
+        if torch_accel.runtime() == "host":  # the same kernels rerun
+            assert torch.equal(got.detach().cpu(), want.detach().cpu())
+        else:  # cuDNN may choose another algorithm inside a capture
+            torch.testing.assert_close(got.detach().cpu(), want.detach().cpu())
+
+
 def test_batch_norm_running_stats_update_at_replay_only(target):
     bn, eager_bn = torch.nn.BatchNorm1d(8).to("accel"), torch.nn.BatchNorm1d(8).to(target)
     x = torch.randn(4, 8)

@@ -268,6 +268,52 @@ bool returnsOnlyTensors(const c10::FunctionSchema& schema) {
   return true;
 }
 
+// Convolutions choose their results' memory format by the device they run
+// on (channels-last where mkldnn or cuDNN prefer it for the input or the
+// weight), which their Meta kernel, seeing meta tensors, cannot know. For
+// them, capture runs the target's kernel once on scratch tensors with the
+// arguments' sizes and strides, and the results take its layout, so that
+// what a capture hands out is laid out as eager's (and as Inductor asserts).
+bool resultLayoutDependsOnDevice(const c10::OperatorHandle& op) {
+  const std::string& name = op.schema().name();
+  return name == "aten::convolution" || name == "aten::_convolution" || name == "aten::convolution_backward";
+}
+
+void layResultsOutAsTarget(
+    const c10::OperatorHandle& op,
+    const torch::jit::Stack& stack,
+    size_t begin,
+    size_t count,
+    torch::jit::Stack& meta_results,
+    c10::DispatchKey target_key,
+    c10::DeviceIndex device) {
+  const c10::Device target = targetDevice(device);
+  torch::jit::Stack scratch;
+  scratch.reserve(count);
+  for (size_t i = 0; i < count; ++i) {
+    scratch.push_back(mapTensors(stack[begin + i], [&](const at::Tensor& tensor) {
+      if (!isAccel(tensor)) {
+        return tensor;
+      }
+      return at::empty_strided(tensor.sizes(), tensor.strides(), tensor.options().device(target)).zero_();
+    }));
+  }
+  op.redispatchBoxed(c10::DispatchKeySet(target_key), &scratch);
+  TORCH_INTERNAL_ASSERT(scratch.size() == meta_results.size());
+  for (size_t r = 0; r < meta_results.size(); ++r) {
+    std::vector<at::Tensor> laid_out;
+    forEachTensor(scratch[r], [&](const at::Tensor& tensor) { laid_out.push_back(tensor); });
+    size_t position = 0;
+    meta_results[r] = mapTensors(meta_results[r], [&](const at::Tensor& meta) {
+      const at::Tensor& like = laid_out.at(position++);
+      if (!meta.defined() || !like.defined() || meta.sizes() != like.sizes() || meta.strides() == like.strides()) {
+        return meta;
+      }
+      return at::empty_strided(like.sizes(), like.strides(), meta.options());
+    });
+  }
+}
+
 void record(
     RecordingCapture& capture,
     const c10::OperatorHandle& op,
@@ -323,6 +369,9 @@ void record(
     throw;
   }
   call.resizeMutableArguments();
+  if (resultLayoutDependsOnDevice(op)) {
+    layResultsOutAsTarget(op, *stack, begin, count, meta_stack, target_key, device);
+  }
   // Results, and the step that replays the call.
   c10::SmallVector<c10::IValue, 2> results;
   for (size_t r = 0; r < meta_stack.size(); ++r) {
