@@ -48,7 +48,7 @@ What AccelGraphed does, and how it differs from the trees:
   a skip (cudagraph_skips, the cudagraphs log) and the graph runs as
   compiled from then on.
 - Host runtime: the C++ kernels that Inductor's wrapper calls directly are
-  routed through a recordable operator while capturing (_HostKernelCalls).
+  recorded as host calls of the capture (_HostKernelCalls).
 - Input mutation: a graph that mutates a non-static input is not captured
   (``skipping cudagraphs due to mutated inputs``, counted in cudagraph_skips,
   as the trees skip such graphs); mutating static inputs (BatchNorm running
@@ -62,12 +62,13 @@ This module imports Inductor and Dynamo only inside its functions.
 
 import contextlib
 import warnings
-import weakref
 from typing import Any, Callable, Optional, Sequence
 
 import torch
 from torch._C._dynamo.guards import _reinterpret_tensor
 from torch.multiprocessing.reductions import StorageWeakRef
+
+from . import _C
 
 _DEVICE_TYPE = "accel"
 
@@ -218,33 +219,10 @@ def _kernels_called_directly() -> bool:
 # operators: the generated wrapper calls them directly, with the data
 # pointers of accel tensors (host memory), so a capture would neither see nor
 # replay them. While a compiled graph is captured, each such kernel of its
-# module is therefore called through the operator accel_graphs::host_kernel,
-# which the capture records like any other (its Meta kernel: no results; its
-# CPU kernel, run at each replay by the alias fallback on the same memory,
-# calls the C++ kernel with the arguments it was captured with).
-
-_host_kernel_calls: dict[int, Callable[[list[torch.Tensor]], None]] = {}
-_next_host_kernel_call = 0
-_host_kernel_library: Optional[torch.library.Library] = None
-
-
-def _host_kernel_cpu(call: int, tensors: list[torch.Tensor]) -> None:
-    _host_kernel_calls[call](tensors)
-
-
-def _host_kernel_meta(call: int, tensors: list[torch.Tensor]) -> None:
-    return None
-
-
-def _define_host_kernel() -> None:
-    global _host_kernel_library
-    if _host_kernel_library is not None:
-        return
-    library = torch.library.Library("accel_graphs", "DEF")
-    library.define("host_kernel(int call, Tensor(a!)[] tensors) -> ()")
-    library.impl("host_kernel", _host_kernel_cpu, "CPU")
-    library.impl("host_kernel", _host_kernel_meta, "Meta")
-    _host_kernel_library = library
+# module is therefore called through _C._graph_record_host_call, which records
+# the call (the kernel and its arguments, holding the tensors, hence their
+# memory) as a step that every replay makes again; nothing runs at capture,
+# as for the operators around it.
 
 
 def _is_cpp_kernel(value: Any) -> bool:
@@ -252,49 +230,36 @@ def _is_cpp_kernel(value: Any) -> bool:
     return type(value).__name__ == "builtin_function_or_method" and getattr(value, "__name__", "") == "kernel"
 
 
+def _call_device(args: tuple[Any, ...]) -> int:
+    for arg in args:
+        if isinstance(arg, torch.Tensor) and arg.device.type == "accel":
+            return arg.device.index
+    return _C._get_device()
+
+
 class _HostKernelCalls:
-    """While capturing, the C++ kernels of a compiled module are called through
-    accel_graphs::host_kernel; the calls stay registered while the capture lives."""
+    """While capturing, the C++ kernels of a compiled module are recorded as
+    host calls of the capture instead of running."""
 
     def __init__(self, model: Callable[..., Any]) -> None:
         function = getattr(model, "__func__", model)
         self.namespace: dict[str, Any] = getattr(function, "__globals__", {})
         self.kernels = {name: v for name, v in self.namespace.items() if _is_cpp_kernel(v)}
-        self.calls: list[int] = []
 
-    def _recorded(self, kernel: Callable[..., None]) -> Callable[..., None]:
-        def call_through_operator(*args: Any) -> None:
-            global _next_host_kernel_call
-            positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
-            fixed = list(args)
+    @staticmethod
+    def _recorded(kernel: Callable[..., None]) -> Callable[..., None]:
+        def record_call(*args: Any) -> None:
+            _C._graph_record_host_call(kernel, args, _call_device(args))
 
-            def run(tensors: list[torch.Tensor]) -> None:
-                values = list(fixed)
-                for i, t in zip(positions, tensors):
-                    values[i] = t
-                kernel(*values)
-
-            call = _next_host_kernel_call
-            _next_host_kernel_call += 1
-            _host_kernel_calls[call] = run
-            self.calls.append(call)
-            torch.ops.accel_graphs.host_kernel(call, [args[i] for i in positions])
-
-        return call_through_operator
+        return record_call
 
     def __enter__(self) -> "_HostKernelCalls":
-        _define_host_kernel()
         for name, kernel in self.kernels.items():
             self.namespace[name] = self._recorded(kernel)
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.namespace.update(self.kernels)
-
-    def release(self) -> None:
-        for call in self.calls:
-            _host_kernel_calls.pop(call, None)
-        self.calls = []
 
 
 # --- the graph wrapper ----------------------------------------------------------
@@ -377,8 +342,6 @@ class _Capture:
         with dynamo_utils.preserve_rng_state(), host_kernels or contextlib.nullcontext():
             with graphs.graph(self.graph, capture_error_mode="thread_local"):
                 outputs = owner.model(list(self.static_inputs))
-        if host_kernels is not None:
-            weakref.finalize(self, host_kernels.release)
         if not isinstance(outputs, (list, tuple)):
             outputs = (outputs,)
         # Kept: the memory that replays write and hand out.

@@ -1,5 +1,6 @@
 #include <csrc/python/Graphs.h>
 #include <csrc/runtime/Graph.h>
+#include <csrc/runtime/GraphRecording.h>
 #include <csrc/runtime/Runtime.h>
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -37,6 +38,44 @@ void initGraphBindings(py::module& m) {
       .def("pool", &Graph::pool, py::call_guard<py::gil_scoped_release>())
       .def("enable_debug_mode", &Graph::enableDebugMode, py::call_guard<py::gil_scoped_release>())
       .def("debug_dump", &Graph::debugDump, py::arg("debug_path"), py::call_guard<py::gil_scoped_release>());
+
+  // Records a call of `function(*arguments)` as a step of the capture that
+  // records the current stream of accel:`device`: replay() calls it again,
+  // with the same arguments. It is how a host capture replays work that
+  // reaches no accel kernel: Inductor's C++ kernels, which its generated code
+  // calls directly with the data pointers of accel tensors (host memory).
+  m.def(
+      "_graph_record_host_call",
+      [](py::function function, py::tuple arguments, c10::DeviceIndex device) {
+        RecordingCapture* capture = anyCaptureRecording() ? recordingCaptureOnCurrentStream(device) : nullptr;
+        TORCH_CHECK(
+            capture != nullptr,
+            "accel: _graph_record_host_call needs a capture recording the current stream of accel:",
+            static_cast<int>(device));
+        capture->checkValid();
+        // The step may be destroyed without the GIL (a graph reset from C++):
+        // the Python objects it holds are released with it taken.
+        struct HostCall {
+          py::function function;
+          py::tuple arguments;
+          ~HostCall() {
+            py::gil_scoped_acquire gil;
+            function = py::function();
+            arguments = py::tuple();
+          }
+        };
+        auto call = std::make_shared<HostCall>();
+        call->function = std::move(function);
+        call->arguments = std::move(arguments);
+        std::string name = py::str(call->function.attr("__name__"));
+        capture->record(std::move(name), device, [call] {
+          py::gil_scoped_acquire gil; // replay() runs without it
+          call->function(*call->arguments);
+        });
+      },
+      py::arg("function"),
+      py::arg("arguments"),
+      py::arg("device"));
 
   m.def("_graph_pool_handle", [] { return runtime().graphPoolHandle(); });
   m.def("_is_current_stream_capturing", [] {
