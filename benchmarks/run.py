@@ -13,7 +13,12 @@ benchmarks/results/<runtime>-<machine>.{md,json}, rewritten after each section
 figures are added to benchmarks/results/history.jsonl.
 
   python benchmarks/run.py [--quick] [--sections ops,instructions,calls,throughput,streams,sdpa,models,compiled,graphs,startup]
-                           [--no-compile] [--no-history] [--output-dir DIR] [--run-id ID]
+                           [--no-compile] [--no-history] [--output-dir DIR] [--run-id ID] [--ops OP,OP]
+
+--ops keeps only the named ops of the per-op list (its names, as in the
+tables: `--ops add,clone,torch.tensor(list)`), for quick measurements of a
+change; such a run is a partial one and is best kept out of the history
+(--no-history).
 """
 
 import argparse
@@ -57,7 +62,22 @@ GOALS = {"cpu": {"median": 1.10, "worst": 1.25}, "cuda": {"median": 1.05, "worst
 IMPORT_GOAL_MS = 30.0
 
 
+# The ops of the per-op list to measure (--ops); None: all of them.
+SELECTED_OPS: list[str] | None = None
+
+
 def op_cases(device: str) -> dict:
+    """The per-op list on `device` (only SELECTED_OPS when set)."""
+    cases = all_op_cases(device)
+    if SELECTED_OPS is None:
+        return cases
+    unknown = [name for name in SELECTED_OPS if name not in cases]
+    if unknown:
+        raise ValueError(f"unknown ops {unknown}; the per-op list has: {', '.join(cases)}")
+    return {name: cases[name] for name in SELECTED_OPS}
+
+
+def all_op_cases(device: str) -> dict:
     g = torch.Generator().manual_seed(0)
     a = torch.randn(64, 64, generator=g).to(device)
     b = torch.randn(64, 64, generator=g).to(device)
@@ -179,6 +199,8 @@ def bench_instructions(quick: bool) -> list[dict]:
             "--callgrind-child",
             out_dir,
         ]
+        if SELECTED_OPS is not None:
+            command.append(f"--ops={','.join(SELECTED_OPS)}")
         env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
         proc = subprocess.run(command, capture_output=True, text=True, timeout=1200, cwd=ROOT, env=env)
         if proc.returncode != 0:
@@ -794,8 +816,16 @@ def main() -> int:
         "that an earlier process of the same run wrote (test/gpu_report.py runs one section per process)",
     )
     parser.add_argument("--no-history", action="store_true", help=f"do not add this run to {HISTORY}")
+    parser.add_argument(
+        "--ops",
+        default=None,
+        help="comma-separated names of the per-op list (sections ops and instructions) to measure instead of all of them",
+    )
     parser.add_argument("--callgrind-child", metavar="DIR", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.ops is not None:
+        global SELECTED_OPS
+        SELECTED_OPS = [name.strip() for name in args.ops.split(",") if name.strip()]
     if args.callgrind_child:
         callgrind_child(args.callgrind_child)
         return 0

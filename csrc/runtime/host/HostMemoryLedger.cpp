@@ -129,17 +129,7 @@ void HostMemoryLedger::recordAllocation(
   // allocation: here, every allocation.
   record(TraceEntry::SEGMENT_ALLOC, device, addr, size, stream, context);
   record(TraceEntry::ALLOC, device, addr, size, stream, context);
-  Block block{device, size, stream, std::move(context)};
-  if (spare_blocks_.empty()) {
-    blocks_.emplace(ptr, std::move(block));
-  } else {
-    // A freed block's node: no allocation for the bookkeeping of one.
-    auto node = std::move(spare_blocks_.back());
-    spare_blocks_.pop_back();
-    node.key() = ptr;
-    node.mapped() = std::move(block);
-    blocks_.insert(std::move(node));
-  }
+  blocks_.emplace(ptr, Block{device, size, stream, std::move(context)});
 }
 
 bool HostMemoryLedger::recordFree(void* ptr, Context context) {
@@ -156,11 +146,7 @@ bool HostMemoryLedger::recordFree(void* ptr, Context context) {
   record(TraceEntry::FREE_REQUESTED, block.device, addr, block.size, block.stream, context);
   record(TraceEntry::FREE_COMPLETED, block.device, addr, block.size, block.stream, context);
   record(TraceEntry::SEGMENT_FREE, block.device, addr, block.size, block.stream, context);
-  auto node = blocks_.extract(it);
-  if (spare_blocks_.size() < kSpareBlocks) {
-    node.mapped().context.reset();
-    spare_blocks_.push_back(std::move(node));
-  }
+  blocks_.erase(it);
   return true;
 }
 

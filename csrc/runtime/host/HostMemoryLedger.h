@@ -13,13 +13,12 @@
 #include <csrc/runtime/ObservableAllocator.h>
 
 #include <c10/core/Allocator.h>
-#include <c10/util/SmallVector.h>
+#include <c10/util/flat_hash_map.h>
 
 #include <array>
 #include <atomic>
 #include <memory>
 #include <mutex>
-#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -112,13 +111,10 @@ private:
   size_t allocatedBytes(c10::DeviceIndex device) const;
 
   mutable std::mutex mutex_;
-  using Blocks = std::unordered_map<void*, Block>;
-  Blocks blocks_;
-  // Nodes of freed blocks, reused by the next allocations (a program
-  // allocates and frees at the same pace): recording an allocation then
-  // allocates no memory of its own.
-  static constexpr size_t kSpareBlocks = 16;
-  c10::SmallVector<Blocks::node_type, kSpareBlocks> spare_blocks_;
+  // Every live allocation by base address. An open-addressing table: once
+  // it has grown to a program's working set, recording an allocation or a
+  // free neither allocates memory nor chases a node.
+  ska::flat_hash_map<void*, Block> blocks_;
   // The statistics other than the block statistics, kept in block_stats_.
   std::array<c10::CachingDeviceAllocator::DeviceStats, kMaxDevices> stats_{};
   std::array<BlockStats, kMaxDevices> block_stats_{};

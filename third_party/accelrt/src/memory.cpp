@@ -6,6 +6,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <new>
 
 #include <unistd.h>
 
@@ -30,6 +31,84 @@ struct Allocation {
   std::size_t size;
   accelrtMemoryType type; // accelrtMemoryTypeDevice or accelrtMemoryTypeHost
   int device;             // -1 for host allocations
+};
+
+// Freed device allocations keep their host memory for the next allocation of the same size class,
+// without going through the host allocator: every tensor allocates, and a program allocates and
+// frees the same sizes at the same pace. Allocations up to kMaxCachedBlock bytes are made in size
+// classes of kAlignment bytes; at most kMaxCachedBytes of freed memory is kept, in one free list per
+// class threaded through the blocks themselves. The cache is host memory only: a cached block is
+// no longer an allocation (device statistics, limits and pointer queries are as if it were freed).
+// Under AddressSanitizer nothing is cached, so that a use after free is still reported.
+#if defined(__SANITIZE_ADDRESS__)
+#define ACCELRT_CACHE_FREED_BLOCKS 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ACCELRT_CACHE_FREED_BLOCKS 0
+#endif
+#endif
+#ifndef ACCELRT_CACHE_FREED_BLOCKS
+#define ACCELRT_CACHE_FREED_BLOCKS 1
+#endif
+
+constexpr std::size_t kMaxCachedBlock = std::size_t{1} << 20;
+constexpr std::size_t kMaxCachedBytes = std::size_t{32} << 20;
+
+// The host bytes behind a device allocation of `size` bytes: its size class up to kMaxCachedBlock,
+// else exactly `size`.
+std::size_t block_size(std::size_t size) {
+  if (size > kMaxCachedBlock)
+    return size;
+  return (size + kAlignment - 1) / kAlignment * kAlignment;
+}
+
+class BlockCache {
+public:
+  // A block of `bytes` (a block_size) left by a free, or nullptr. Caller holds the mutex.
+  void* take(std::size_t bytes) {
+    if (!ACCELRT_CACHE_FREED_BLOCKS || bytes > kMaxCachedBlock)
+      return nullptr;
+    FreeBlock*& head = heads_[bytes / kAlignment];
+    FreeBlock* block = head;
+    if (block != nullptr) {
+      head = block->next;
+      cached_bytes_ -= bytes;
+    }
+    return block;
+  }
+
+  // Keeps `memory` (a block of `bytes`) for a later take; false if it does not fit the cache (the
+  // caller frees it). Caller holds the mutex.
+  bool keep(void* memory, std::size_t bytes) {
+    if (!ACCELRT_CACHE_FREED_BLOCKS || bytes > kMaxCachedBlock || bytes > kMaxCachedBytes - cached_bytes_)
+      return false;
+    FreeBlock*& head = heads_[bytes / kAlignment];
+    head = new (memory) FreeBlock{head};
+    cached_bytes_ += bytes;
+    return true;
+  }
+
+  // Hands every cached block to `release` and empties the cache. Caller holds the mutex.
+  template <typename Release> void drain(Release release) {
+    if (cached_bytes_ == 0)
+      return;
+    for (FreeBlock*& head : heads_) {
+      while (head != nullptr) {
+        FreeBlock* block = head;
+        head = block->next;
+        release(block);
+      }
+    }
+    cached_bytes_ = 0;
+  }
+
+private:
+  struct FreeBlock {
+    FreeBlock* next;
+  };
+  // heads_[n]: the free list of blocks of n * kAlignment bytes (n = 0 is never used).
+  std::array<FreeBlock*, kMaxCachedBlock / kAlignment + 1> heads_{};
+  std::size_t cached_bytes_ = 0;
 };
 
 struct DeviceMemory {
@@ -76,6 +155,8 @@ struct MemoryState {
   // the bookkeeping (which would also interleave small blocks with the allocations themselves).
   std::array<Allocations::node_type, 16> spare_nodes;
   std::size_t spare_count = 0;
+  // The host memory of freed device allocations, for the next ones.
+  BlockCache cache;
 };
 
 MemoryState& state() {
@@ -222,22 +303,44 @@ accelrtError_t accelrtMalloc(void** ptr, size_t size) {
   if (size == 0)
     return accelrtSuccess;
 
-  // The host allocation runs outside the lock; the limit is checked and the allocation recorded
-  // under one lock afterwards (memory over the limit goes straight back): every tensor allocates,
-  // and one lock costs less than a reservation and a commit.
-  void* memory = aligned_allocate(size);
-  if (memory == nullptr)
-    return accelrtErrorMemoryAllocation;
+  // The common case takes one lock: a block the cache holds is checked against the limit, taken
+  // and recorded under it. Otherwise the host allocation runs outside the lock, and the limit is
+  // checked and the allocation recorded under a second one (memory over the limit goes back).
+  const std::size_t bytes = block_size(size);
   MemoryState& s = state();
   DeviceMemory& d = s.devices[static_cast<std::size_t>(device)];
+  const auto fits = [&] { return d.allocated <= d.limit && size <= d.limit - d.allocated; };
+  const auto commit = [&](void* memory) {
+    s.record(address(memory), Allocation{size, accelrtMemoryTypeDevice, device});
+    d.allocated += size;
+    d.count += 1;
+    d.peak = std::max(d.peak, d.allocated);
+    *ptr = memory;
+  };
   {
     std::lock_guard<std::mutex> lock(s.mutex);
-    if (d.allocated <= d.limit && size <= d.limit - d.allocated) {
-      s.record(address(memory), Allocation{size, accelrtMemoryTypeDevice, device});
-      d.allocated += size;
-      d.count += 1;
-      d.peak = std::max(d.peak, d.allocated);
-      *ptr = memory;
+    if (!fits())
+      return accelrtErrorMemoryAllocation;
+    if (void* memory = s.cache.take(bytes)) {
+      commit(memory);
+      return accelrtSuccess;
+    }
+  }
+  void* memory = aligned_allocate(bytes);
+  if (memory == nullptr) {
+    // The host is out of memory: give it the cache back and try once more.
+    {
+      std::lock_guard<std::mutex> lock(s.mutex);
+      s.cache.drain([](void* block) { std::free(block); });
+    }
+    memory = aligned_allocate(bytes);
+    if (memory == nullptr)
+      return accelrtErrorMemoryAllocation;
+  }
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (fits()) {
+      commit(memory);
       return accelrtSuccess;
     }
   }
@@ -258,7 +361,10 @@ accelrtError_t accelrtFree(void* ptr) {
     DeviceMemory& d = s.devices[static_cast<std::size_t>(it->second.device)];
     d.allocated -= it->second.size;
     d.count -= 1;
+    const std::size_t bytes = block_size(it->second.size);
     s.forget(it);
+    if (s.cache.keep(ptr, bytes))
+      return accelrtSuccess;
   }
   std::free(ptr);
   return accelrtSuccess;

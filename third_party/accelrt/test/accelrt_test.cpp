@@ -442,6 +442,58 @@ void test_malloc_free() {
   EXPECT(stats.allocationCount == 0);
 }
 
+// Freed blocks may keep their host memory for the next allocations (see memory.cpp); a freed and
+// reallocated block is a new allocation in every respect.
+void test_malloc_reuses_freed_memory() {
+  EXPECT_OK(accelrtSetDevice(0));
+  accelrtMemoryStats before;
+  EXPECT_OK(accelrtDeviceGetMemoryStats(0, &before));
+  for (size_t size : {size_t{1}, size_t{100}, size_t{4096}, size_t{16384}, (size_t{1} << 20) + 1}) {
+    void* p = nullptr;
+    EXPECT_OK(accelrtMalloc(&p, size));
+    std::memset(p, 0x5A, size);
+    EXPECT_OK(accelrtFree(p));
+    accelrtPointerAttributes attr;
+    EXPECT_OK(accelrtPointerGetAttributes(&attr, p));
+    EXPECT(attr.type == accelrtMemoryTypeUnregistered);
+    EXPECT_ERR(accelrtFree(p), accelrtErrorInvalidValue);
+    // The same size class again, and a size just above it: both whole, aligned and registered.
+    void* q = nullptr;
+    void* r = nullptr;
+    EXPECT_OK(accelrtMalloc(&q, size));
+    EXPECT_OK(accelrtMalloc(&r, size + 64));
+    EXPECT(aligned64(q) && aligned64(r) && q != r);
+    std::memset(q, 0x11, size);
+    std::memset(r, 0x22, size + 64);
+    EXPECT(static_cast<unsigned char*>(q)[size - 1] == 0x11);
+    EXPECT_OK(accelrtPointerGetAttributes(&attr, q));
+    EXPECT(attr.type == accelrtMemoryTypeDevice && attr.basePointer == q && attr.size == size);
+    EXPECT_OK(accelrtPointerGetAttributes(&attr, r));
+    EXPECT(attr.type == accelrtMemoryTypeDevice && attr.basePointer == r && attr.size == size + 64);
+    accelrtMemoryStats stats;
+    EXPECT_OK(accelrtDeviceGetMemoryStats(0, &stats));
+    EXPECT(stats.allocatedBytes == before.allocatedBytes + 2 * size + 64);
+    EXPECT(stats.allocationCount == before.allocationCount + 2);
+    EXPECT_OK(accelrtFree(q));
+    EXPECT_OK(accelrtFree(r));
+  }
+  // A cached block does not count against the limit, nor does it get around it.
+  EXPECT_OK(accelrtDeviceSetMemoryLimit(0, before.allocatedBytes + 100));
+  void* p = nullptr;
+  EXPECT_OK(accelrtMalloc(&p, 100));
+  EXPECT_OK(accelrtFree(p));
+  EXPECT_ERR(accelrtMalloc(&p, 101), accelrtErrorMemoryAllocation);
+  EXPECT(p == nullptr);
+  EXPECT_OK(accelrtMalloc(&p, 100));
+  void* over = nullptr;
+  EXPECT_ERR(accelrtMalloc(&over, 1), accelrtErrorMemoryAllocation);
+  EXPECT_OK(accelrtDeviceSetMemoryLimit(0, physical_memory()));
+  accelrtMemoryStats after;
+  EXPECT_OK(accelrtDeviceGetMemoryStats(0, &after));
+  EXPECT(after.allocatedBytes == before.allocatedBytes + 100);
+  EXPECT_OK(accelrtFree(p));
+}
+
 void test_memory_limit_and_oom() {
   const size_t kMiB = size_t{1} << 20;
   EXPECT_OK(accelrtSetDevice(2));
@@ -1170,6 +1222,7 @@ int main() {
       {"device_synchronize", test_device_synchronize},
       {"device_properties", test_device_properties},
       {"malloc_free", test_malloc_free},
+      {"malloc_reuses_freed_memory", test_malloc_reuses_freed_memory},
       {"memory_limit_and_oom", test_memory_limit_and_oom},
       {"memory_stats", test_memory_stats},
       {"pointer_attributes", test_pointer_attributes},
