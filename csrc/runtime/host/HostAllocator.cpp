@@ -104,14 +104,12 @@ void warnAboutUnsupportedSettings() {
   }
 }
 
-} // namespace
-
-c10::DataPtr allocateAccelrtMemory(size_t nbytes, c10::Device label) {
+// allocateAccelrtMemory on `device`, the current accel device.
+c10::DataPtr allocateOnCurrentDevice(size_t nbytes, c10::DeviceIndex device, c10::Device label) {
   if (nbytes == 0) {
     return c10::DataPtr(nullptr, nullptr, &deleteAccelrtMemory, label);
   }
   warnAboutUnsupportedSettings();
-  const auto device = currentDevice();
   auto& ledger = hostMemoryLedger();
   auto context = ledger.contextForAllocation();
   void* const stream = currentStream(device);
@@ -145,6 +143,12 @@ c10::DataPtr allocateAccelrtMemory(size_t nbytes, c10::Device label) {
   return c10::DataPtr(ptr, ptr, &deleteAccelrtMemory, label);
 }
 
+} // namespace
+
+c10::DataPtr allocateAccelrtMemory(size_t nbytes, c10::Device label) {
+  return allocateOnCurrentDevice(nbytes, currentDevice(), label);
+}
+
 void freeAccelrtMemory(void* ptr) noexcept {
   if (ptr == nullptr) {
     return;
@@ -167,12 +171,19 @@ bool isAccelrtMemory(const c10::DataPtr& ptr) {
   return ptr.get_deleter() == &deleteAccelrtMemory;
 }
 
+c10::DeviceIndex accelrtMemoryDevice(void* ptr) {
+  // The ledger knows every live allocation and its device: asking it takes
+  // one lookup, where accelrtPointerGetAttributes searches an ordered map.
+  return hostMemoryLedger().deviceOf(ptr);
+}
+
 namespace {
 
 class HostAllocator final : public ObservableAllocator {
 public:
   c10::DataPtr allocate(size_t nbytes) override {
-    return allocateAccelrtMemory(nbytes, c10::Device(c10::DeviceType::PrivateUse1, currentDevice()));
+    const auto device = currentDevice();
+    return allocateOnCurrentDevice(nbytes, device, c10::Device(c10::DeviceType::PrivateUse1, device));
   }
 
   c10::DeleterFnPtr raw_deleter() const override {

@@ -23,4 +23,8 @@ void freeAccelrtMemory(void* ptr) noexcept;
 // Whether `ptr` came from allocateAccelrtMemory (whatever device it names).
 bool isAccelrtMemory(const c10::DataPtr& ptr);
 
+// The accel device of the live allocation from allocateAccelrtMemory at
+// `ptr` (its base pointer); -1 for any other pointer.
+c10::DeviceIndex accelrtMemoryDevice(void* ptr);
+
 } // namespace torch_accel

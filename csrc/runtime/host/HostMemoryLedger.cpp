@@ -76,7 +76,7 @@ HostMemoryLedger::Context HostMemoryLedger::contextForFree() const {
 }
 
 bool HostMemoryLedger::reserve(c10::DeviceIndex device, size_t size, size_t allowed) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinMutex> lock(mutex_);
   const auto used = allocatedBytes(device) + reserved_[device];
   if (used > allowed || size > allowed - used) {
     return false;
@@ -86,12 +86,18 @@ bool HostMemoryLedger::reserve(c10::DeviceIndex device, size_t size, size_t allo
 }
 
 void HostMemoryLedger::unreserve(c10::DeviceIndex device, size_t size) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinMutex> lock(mutex_);
   reserved_[device] -= size;
 }
 
+c10::DeviceIndex HostMemoryLedger::deviceOf(void* ptr) const {
+  std::lock_guard<SpinMutex> lock(mutex_);
+  const auto it = blocks_.find(ptr);
+  return it == blocks_.end() ? c10::DeviceIndex(-1) : it->second.device;
+}
+
 size_t HostMemoryLedger::usedBytes(c10::DeviceIndex device) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinMutex> lock(mutex_);
   return allocatedBytes(device) + reserved_[device];
 }
 
@@ -119,7 +125,7 @@ size_t HostMemoryLedger::allocatedBytes(c10::DeviceIndex device) const {
 
 void HostMemoryLedger::recordAllocation(
     c10::DeviceIndex device, void* ptr, size_t size, void* stream, Context context, bool reserved) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinMutex> lock(mutex_);
   if (reserved) {
     reserved_[device] -= size;
   }
@@ -133,7 +139,7 @@ void HostMemoryLedger::recordAllocation(
 }
 
 bool HostMemoryLedger::recordFree(void* ptr, Context context) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinMutex> lock(mutex_);
   const auto it = blocks_.find(ptr);
   if (it == blocks_.end()) {
     return false;
@@ -152,14 +158,19 @@ bool HostMemoryLedger::recordFree(void* ptr, Context context) {
 
 void HostMemoryLedger::recordOutOfMemory(
     c10::DeviceIndex device, size_t size, size_t device_free, void* stream, Context context) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinMutex> lock(mutex_);
   ++stats_[device].num_ooms;
   // As CUDA's: an OOM entry's address field holds the device's free bytes.
-  record(TraceEntry::OOM, device, device_free, size, stream, std::move(context));
+  record(TraceEntry::OOM, device, device_free, size, stream, context);
 }
 
 void HostMemoryLedger::record(
-    TraceEntry::Action action, c10::DeviceIndex device, size_t addr, size_t size, void* stream, Context context) {
+    TraceEntry::Action action,
+    c10::DeviceIndex device,
+    size_t addr,
+    size_t size,
+    void* stream,
+    const Context& context) {
   if (!recording_ || max_entries_ == 0 || skip_actions_.count(static_cast<int>(action)) != 0) {
     return;
   }
@@ -178,7 +189,7 @@ void HostMemoryLedger::record(
       stream,
       /*mempool=*/{0, 0},
       c10::getApproximateTime(),
-      keep_context ? std::move(context) : nullptr);
+      keep_context ? context : nullptr);
   History& history = histories_[device];
   if (history.entries.size() < max_entries_) {
     history.entries.push_back(std::move(entry));
@@ -199,7 +210,7 @@ void HostMemoryLedger::setMemoryFraction(c10::DeviceIndex device, double fractio
 }
 
 c10::CachingDeviceAllocator::DeviceStats HostMemoryLedger::stats(c10::DeviceIndex device) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinMutex> lock(mutex_);
   auto stats = stats_[device];
   const auto& block_stats = block_stats_[device];
   stats.allocation = stats.segment = stats.active = block_stats.count;
@@ -209,14 +220,14 @@ c10::CachingDeviceAllocator::DeviceStats HostMemoryLedger::stats(c10::DeviceInde
 }
 
 void HostMemoryLedger::resetPeakStats(c10::DeviceIndex device) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinMutex> lock(mutex_);
   auto& stats = stats_[device];
   forEachStat(stats, [](c10::CachingAllocator::Stat& stat) { stat.reset_peak(); });
   forEachBlockStat(block_stats_[device], [](c10::CachingAllocator::Stat& stat) { stat.reset_peak(); });
 }
 
 void HostMemoryLedger::resetAccumulatedStats(c10::DeviceIndex device) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinMutex> lock(mutex_);
   auto& stats = stats_[device];
   forEachStat(stats, [](c10::CachingAllocator::Stat& stat) { stat.reset_accumulated(); });
   forEachBlockStat(block_stats_[device], [](c10::CachingAllocator::Stat& stat) { stat.reset_accumulated(); });
@@ -238,7 +249,7 @@ void HostMemoryLedger::recordHistory(
   for (const auto& name : skip_actions) {
     skip.insert(static_cast<int>(c10::CachingDeviceAllocator::parseTraceEntryAction(name)));
   }
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinMutex> lock(mutex_);
   recording_ = enabled;
   max_entries_ = enabled ? max_entries : 0;
   skip_actions_ = std::move(skip);
@@ -260,7 +271,7 @@ void HostMemoryLedger::recordHistory(
 }
 
 MemorySnapshot HostMemoryLedger::snapshot(bool include_traces, c10::DeviceIndex device_count) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinMutex> lock(mutex_);
   MemorySnapshot out;
   out.segments.reserve(blocks_.size());
   for (const auto& [ptr, block] : blocks_) {
@@ -294,12 +305,12 @@ MemorySnapshot HostMemoryLedger::snapshot(bool include_traces, c10::DeviceIndex 
 }
 
 void HostMemoryLedger::attachOutOfMemoryObserver(OutOfMemoryObserver observer) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinMutex> lock(mutex_);
   observers_.push_back(std::move(observer));
 }
 
 std::vector<OutOfMemoryObserver> HostMemoryLedger::outOfMemoryObservers() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinMutex> lock(mutex_);
   return observers_;
 }
 

@@ -11,6 +11,7 @@
 // all in c10's records (as CUDA's caching allocator keeps them).
 
 #include <csrc/runtime/ObservableAllocator.h>
+#include <csrc/runtime/host/SpinMutex.h>
 
 #include <c10/core/Allocator.h>
 #include <c10/util/flat_hash_map.h>
@@ -52,6 +53,10 @@ public:
   bool recordFree(void* ptr, Context context);
   void recordOutOfMemory(c10::DeviceIndex device, size_t size, size_t device_free, void* stream, Context context);
 
+  // The device of the live allocation at `ptr` (its base address); -1 if
+  // unknown.
+  c10::DeviceIndex deviceOf(void* ptr) const;
+
   // Bytes allocated on `device`, including reservations in flight.
   size_t usedBytes(c10::DeviceIndex device) const;
 
@@ -92,8 +97,13 @@ private:
   };
 
   // Caller holds mutex_.
-  void
-  record(TraceEntry::Action action, c10::DeviceIndex device, size_t addr, size_t size, void* stream, Context context);
+  void record(
+      TraceEntry::Action action,
+      c10::DeviceIndex device,
+      size_t addr,
+      size_t size,
+      void* stream,
+      const Context& context);
   void updateStats(c10::DeviceIndex device, size_t size, bool allocated);
 
   // Every live allocation is one segment holding one active, allocated
@@ -110,7 +120,7 @@ private:
   // Caller holds mutex_.
   size_t allocatedBytes(c10::DeviceIndex device) const;
 
-  mutable std::mutex mutex_;
+  mutable SpinMutex mutex_;
   // Every live allocation by base address. An open-addressing table: once
   // it has grown to a program's working set, recording an allocation or a
   // free neither allocates memory nor chases a node.

@@ -429,12 +429,8 @@ public:
     if (!isAccelrtMemory(ptr)) {
       return false; // allocated outside the fallback's scope, or by another allocator
     }
-    if (ptr.get() != nullptr) {
-      accelrtPointerAttributes attributes{};
-      TORCH_ACCEL_ACCELRT_CHECK(accelrtPointerGetAttributes(&attributes, ptr.get()));
-      if (attributes.device != device) {
-        return false;
-      }
+    if (ptr.get() != nullptr && accelrtMemoryDevice(ptr.get()) != device) {
+      return false;
     }
     ptr.unsafe_set_device(c10::Device(kAccel, device));
     return true;

@@ -146,7 +146,7 @@ struct MemoryState {
       spare_nodes[spare_count++] = std::move(node);
   }
 
-  std::mutex mutex;
+  SpinMutex mutex;
   // Live allocations (device and host) by base address; sizes are > 0, ranges never overlap.
   Allocations allocations;
   std::array<DeviceMemory, kMaxDevices> devices;
@@ -181,7 +181,7 @@ std::map<std::uintptr_t, Allocation>::const_iterator find_containing(const Memor
 // True if addr lies inside a live device allocation.
 bool is_device_pointer(const void* ptr) {
   MemoryState& s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
+  std::lock_guard<SpinMutex> lock(s.mutex);
   auto it = find_containing(s, address(ptr));
   return it != s.allocations.end() && it->second.type == accelrtMemoryTypeDevice;
 }
@@ -189,7 +189,7 @@ bool is_device_pointer(const void* ptr) {
 // Success if [ptr, ptr + count) lies inside one live device allocation (count > 0).
 accelrtError_t check_device_range(const void* ptr, std::size_t count) {
   MemoryState& s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
+  std::lock_guard<SpinMutex> lock(s.mutex);
   const std::uintptr_t addr = address(ptr);
   auto it = find_containing(s, addr);
   if (it == s.allocations.end() || it->second.type != accelrtMemoryTypeDevice) {
@@ -256,7 +256,7 @@ accelrtError_t copy(void* dst, const void* src, std::size_t count, int kind_valu
 
 std::size_t device_memory_limit(int device) {
   MemoryState& s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
+  std::lock_guard<SpinMutex> lock(s.mutex);
   return s.devices[static_cast<std::size_t>(device)].limit;
 }
 
@@ -272,7 +272,7 @@ accelrtError_t accelrtDeviceSetMemoryLimit(int device, size_t bytes) {
   if (err != accelrtSuccess)
     return err;
   MemoryState& s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
+  std::lock_guard<SpinMutex> lock(s.mutex);
   s.devices[static_cast<std::size_t>(device)].limit = bytes;
   return accelrtSuccess;
 }
@@ -285,7 +285,7 @@ accelrtError_t accelrtMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
   if (err != accelrtSuccess)
     return err;
   MemoryState& s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
+  std::lock_guard<SpinMutex> lock(s.mutex);
   const DeviceMemory& d = s.devices[static_cast<std::size_t>(device)];
   *free_bytes = d.limit > d.allocated ? d.limit - d.allocated : 0;
   *total_bytes = d.limit;
@@ -318,7 +318,7 @@ accelrtError_t accelrtMalloc(void** ptr, size_t size) {
     *ptr = memory;
   };
   {
-    std::lock_guard<std::mutex> lock(s.mutex);
+    std::lock_guard<SpinMutex> lock(s.mutex);
     if (!fits())
       return accelrtErrorMemoryAllocation;
     if (void* memory = s.cache.take(bytes)) {
@@ -330,7 +330,7 @@ accelrtError_t accelrtMalloc(void** ptr, size_t size) {
   if (memory == nullptr) {
     // The host is out of memory: give it the cache back and try once more.
     {
-      std::lock_guard<std::mutex> lock(s.mutex);
+      std::lock_guard<SpinMutex> lock(s.mutex);
       s.cache.drain([](void* block) { std::free(block); });
     }
     memory = aligned_allocate(bytes);
@@ -338,7 +338,7 @@ accelrtError_t accelrtMalloc(void** ptr, size_t size) {
       return accelrtErrorMemoryAllocation;
   }
   {
-    std::lock_guard<std::mutex> lock(s.mutex);
+    std::lock_guard<SpinMutex> lock(s.mutex);
     if (fits()) {
       commit(memory);
       return accelrtSuccess;
@@ -353,7 +353,7 @@ accelrtError_t accelrtFree(void* ptr) {
     return accelrtSuccess;
   MemoryState& s = state();
   {
-    std::lock_guard<std::mutex> lock(s.mutex);
+    std::lock_guard<SpinMutex> lock(s.mutex);
     auto it = s.allocations.find(address(ptr));
     if (it == s.allocations.end() || it->second.type != accelrtMemoryTypeDevice) {
       return accelrtErrorInvalidValue;
@@ -380,7 +380,7 @@ accelrtError_t accelrtMallocHost(void** ptr, size_t size) {
   if (memory == nullptr)
     return accelrtErrorMemoryAllocation;
   MemoryState& s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
+  std::lock_guard<SpinMutex> lock(s.mutex);
   s.record(address(memory), Allocation{size, accelrtMemoryTypeHost, -1});
   *ptr = memory;
   return accelrtSuccess;
@@ -391,7 +391,7 @@ accelrtError_t accelrtFreeHost(void* ptr) {
     return accelrtSuccess;
   MemoryState& s = state();
   {
-    std::lock_guard<std::mutex> lock(s.mutex);
+    std::lock_guard<SpinMutex> lock(s.mutex);
     auto it = s.allocations.find(address(ptr));
     if (it == s.allocations.end() || it->second.type != accelrtMemoryTypeHost) {
       return accelrtErrorInvalidValue;
@@ -412,7 +412,7 @@ accelrtError_t accelrtPointerGetAttributes(accelrtPointerAttributes* attributes,
   if (ptr == nullptr)
     return accelrtSuccess;
   MemoryState& s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
+  std::lock_guard<SpinMutex> lock(s.mutex);
   auto it = find_containing(s, address(ptr));
   if (it == s.allocations.end())
     return accelrtSuccess;
@@ -430,7 +430,7 @@ accelrtError_t accelrtDeviceGetMemoryStats(int device, accelrtMemoryStats* stats
   if (err != accelrtSuccess)
     return err;
   MemoryState& s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
+  std::lock_guard<SpinMutex> lock(s.mutex);
   const DeviceMemory& d = s.devices[static_cast<std::size_t>(device)];
   stats->allocatedBytes = d.allocated;
   stats->peakAllocatedBytes = d.peak;
@@ -443,7 +443,7 @@ accelrtError_t accelrtDeviceResetPeakMemoryStats(int device) {
   if (err != accelrtSuccess)
     return err;
   MemoryState& s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
+  std::lock_guard<SpinMutex> lock(s.mutex);
   DeviceMemory& d = s.devices[static_cast<std::size_t>(device)];
   d.peak = d.allocated;
   return accelrtSuccess;
