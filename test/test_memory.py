@@ -4,6 +4,7 @@ visualiser), out-of-memory observers, allocator settings, pinned host memory."""
 
 import gc
 import pickle
+import threading
 
 import pytest
 import torch
@@ -41,6 +42,47 @@ def test_results_of_kernels_are_counted_as_accel_memory():
     assert torch_accel.memory_allocated() >= before + 4 * MiB
     del y
     assert torch_accel.memory_allocated() == before
+
+
+def test_allocations_on_many_threads_keep_the_statistics():
+    # Every allocation and free updates the statistics and the registries
+    # under short locks; threads allocating at once (kernels run without the
+    # GIL) must leave them as they found them, and results as on cpu.
+    torch_accel.synchronize()
+    count = torch_accel.device_count()
+    before = [torch_accel.memory_stats(device) for device in range(count)]
+    x = torch.randn(64, 64)
+    expected = x + x * 2
+    failures = []
+    rounds, workers = 200, 4
+
+    def work(device):
+        torch_accel.set_device(device)
+        a = x.to(f"accel:{device}")
+        for _ in range(rounds):
+            # Sizes of several classes, freed in another order than allocated.
+            small = torch.empty(17, device="accel")
+            result = a + a * 2
+            large = torch.empty(3 * MiB, dtype=torch.uint8, device="accel")
+            del small, large
+            if not torch.equal(result.cpu(), expected):
+                failures.append(device)
+        del a, result
+
+    devices = [i % count for i in range(workers)]
+    threads = [threading.Thread(target=work, args=(device,)) for device in devices]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    for device in range(count):
+        after = torch_accel.memory_stats(device)
+        assert after["allocated_bytes.all.current"] == before[device]["allocated_bytes.all.current"]
+        assert after["allocation.all.current"] == before[device]["allocation.all.current"]
+        allocated = after["allocation.all.allocated"] - before[device]["allocation.all.allocated"]
+        freed = after["allocation.all.freed"] - before[device]["allocation.all.freed"]
+        assert allocated == freed >= devices.count(device) * rounds * 4
 
 
 def test_peak_reset():
