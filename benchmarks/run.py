@@ -826,6 +826,11 @@ def main() -> int:
     if args.ops is not None:
         global SELECTED_OPS
         SELECTED_OPS = [name.strip() for name in args.ops.split(",") if name.strip()]
+        known = all_op_cases("cpu")
+        unknown_ops = [name for name in SELECTED_OPS if name not in known]
+        if unknown_ops or not SELECTED_OPS:
+            what = f"unknown ops {unknown_ops}" if unknown_ops else "no op"
+            parser.error(f"{what} in --ops; the per-op list has: {', '.join(known)}")
     if args.callgrind_child:
         callgrind_child(args.callgrind_child)
         return 0
