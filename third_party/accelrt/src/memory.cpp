@@ -102,6 +102,10 @@ public:
     cached_bytes_ = 0;
   }
 
+  std::size_t cached_bytes() const {
+    return cached_bytes_;
+  }
+
 private:
   struct FreeBlock {
     FreeBlock* next;
@@ -289,6 +293,19 @@ accelrtError_t accelrtMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
   const DeviceMemory& d = s.devices[static_cast<std::size_t>(device)];
   *free_bytes = d.limit > d.allocated ? d.limit - d.allocated : 0;
   *total_bytes = d.limit;
+  return accelrtSuccess;
+}
+
+accelrtError_t accelrtMemTrimCache(size_t* released_bytes) {
+  MemoryState& s = state();
+  std::size_t released = 0;
+  {
+    std::lock_guard<SpinMutex> lock(s.mutex);
+    released = s.cache.cached_bytes();
+    s.cache.drain([](void* block) { std::free(block); });
+  }
+  if (released_bytes != nullptr)
+    *released_bytes = released;
   return accelrtSuccess;
 }
 

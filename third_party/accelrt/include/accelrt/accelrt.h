@@ -118,6 +118,9 @@ accelrtError_t accelrtFree(void* ptr);
 accelrtError_t accelrtMallocHost(void** ptr, size_t size);
 /* Frees memory from accelrtMallocHost (its base pointer); NULL ok; any other pointer -> InvalidValue. */
 accelrtError_t accelrtFreeHost(void* ptr);
+/* Returns to the host allocator the memory that freed device allocations keep for reuse by later
+ * accelrtMalloc calls of the same size; *released_bytes (NULL ok) gets how much. */
+accelrtError_t accelrtMemTrimCache(size_t* released_bytes);
 
 typedef enum accelrtMemoryType {
   accelrtMemoryTypeUnregistered = 0, /* not allocated by accelrt */
