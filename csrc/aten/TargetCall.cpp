@@ -221,7 +221,7 @@ at::Tensor TargetCall::mapTensor(c10::MaybeOwned<at::Tensor> accel, bool is_muta
     target = quantizedTarget(target, std::move(quantizer));
   }
   c10::StorageImpl* target_storage = target.storage().unsafeGetStorageImpl();
-  inputs_.push_back({std::move(accel), target, accel_storage, target_storage, is_mutable});
+  inputs_.emplace_back(std::move(accel), target, accel_storage, target_storage, is_mutable);
   return target;
 }
 
@@ -235,7 +235,7 @@ at::Tensor TargetCall::mapComposed(c10::MaybeOwned<at::Tensor> accel, bool is_mu
   };
   at::Tensor target =
       accel->is_nested() ? nestedOver(map_part(bufferOf(*accel)), *accel) : sparseTarget(*accel, map_part);
-  inputs_.push_back({std::move(accel), target, nullptr, nullptr, is_mutable});
+  inputs_.emplace_back(std::move(accel), target, nullptr, nullptr, is_mutable);
   return target;
 }
 
@@ -294,7 +294,8 @@ void TargetCall::prepare() {
   }
   checkDevices();
   TORCH_CHECK_NOT_IMPLEMENTED(
-      op_.hasComputedKernelForDispatchKey(target_key_),
+      (facts_.always_has_target_kernel && target_key_ == targetDispatchKey()) ||
+          op_.hasComputedKernelForDispatchKey(target_key_),
       "The operator '",
       facts_.name,
       "' is not implemented for the accel device: its target device (",
@@ -489,7 +490,8 @@ const at::Tensor* TargetCall::accelOf(const at::Tensor& target) const {
 }
 
 at::Tensor TargetCall::mapResult(const at::Tensor& result) {
-  if (!result.defined() || result.device().type() != runtime().targetType()) {
+  static const c10::DeviceType target_type = runtime().targetType(); // fixed for the process
+  if (!result.defined() || result.device().type() != target_type) {
     return result; // e.g. a CPU result of a CUDA kernel
   }
   if (names_other_device_) {
