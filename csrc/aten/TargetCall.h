@@ -201,6 +201,8 @@ private:
   // An explicit device argument other than accel (`empty_like(x, device="cpu")`):
   // results of the target's device type are then that device's tensors.
   bool names_other_device_ = false;
+  // Some argument is written to (out=, in-place): syncBack() has work.
+  bool any_mutable_ = false;
   c10::SmallVector<MappedTensor, 4> inputs_;
   c10::DeviceIndex device_ = -1;
   c10::DeviceIndex other_accel_device_ = -1;
