@@ -163,6 +163,58 @@ def test_copy_non_contiguous_and_broadcast():
     assert same_bits(strided.cpu(), src[:, ::2].contiguous())
 
 
+# Contiguous copies of one dtype between accel and cpu, or between accel
+# tensors, are copies of bytes on the host runtime (Copy.cpp); every other
+# copy (strided, converting, broadcasting, overlapping) is the target's
+# copy_. Both must give what the target gives, bit for bit, with the same
+# version counter bumps and the same autograd behaviour.
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_contiguous_copies_match_strided_ones_and_the_target(dtype):
+    src = sample(dtype, (6, 8))
+    on_accel = src.to("accel")  # contiguous cpu -> accel
+    assert same_bits(on_accel.cpu(), src)  # contiguous accel -> cpu
+    strided = torch.empty(8, 6, dtype=dtype, device="accel").t()
+    strided.copy_(src)  # cpu -> strided accel: the target's copy_
+    assert same_bits(strided.cpu(), src)
+    dst = torch.empty(6, 8, dtype=dtype, device="accel")
+    dst.copy_(strided)  # strided accel -> accel
+    again = torch.empty_like(dst)
+    again.copy_(dst)  # contiguous accel -> accel
+    assert same_bits(again.cpu(), src)
+    values = src.flatten()[:5].tolist()
+    assert same_bits(torch.tensor(values, dtype=dtype, device="accel").cpu(), torch.tensor(values, dtype=dtype))
+
+
+def test_contiguous_copies_bump_versions_and_keep_autograd_as_the_target(target):
+    def run(device):
+        src = torch.arange(6.0).view(2, 3).to(device).requires_grad_()
+        dst = torch.zeros(2, 3, device=device)
+        before = dst._version
+        dst.copy_(src * 2)
+        dst.copy_(dst + 1)
+        dst.sum().backward()
+        return dst.detach().cpu(), dst._version - before, src.grad.cpu()
+
+    (out, bumps, grad), (expected_out, expected_bumps, expected_grad) = run("accel"), run(target)
+    assert same_bits(out, expected_out) and bumps == expected_bumps and same_bits(grad, expected_grad)
+
+
+def test_overlapping_and_lazy_bit_copies_behave_as_on_the_target(target):
+    for device in ("accel", target):
+        x = torch.arange(8.0, device=device)
+        with pytest.raises(RuntimeError, match="single memory location"):
+            x[1:].copy_(x[:-1])  # partial overlap: ATen's error
+        x[:4].copy_(x[4:])  # one storage, disjoint bytes
+        assert torch.equal(x.cpu(), torch.tensor([4.0, 5, 6, 7, 4, 5, 6, 7]))
+    z = torch.tensor([1 + 2j, 3 - 4j])
+    conj = torch.empty(2, dtype=torch.complex64, device="accel")
+    conj.copy_(z.to("accel").conj())  # the conjugate bit is resolved by the copy
+    assert same_bits(conj.cpu(), z.conj().resolve_conj())
+    back = torch.empty(2, dtype=torch.complex64)
+    back.copy_(z.to("accel").conj())
+    assert same_bits(back, z.conj().resolve_conj())
+
+
 def test_copy_between_accel_tensors_and_devices(two_devices):
     src = sample(torch.int64)
     a = src.to("accel:0")

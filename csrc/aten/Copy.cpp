@@ -17,6 +17,7 @@
 #include <c10/util/MaybeOwned.h>
 #include <torch/library.h>
 
+#include <cstring>
 #include <string>
 
 namespace torch_accel {
@@ -65,6 +66,43 @@ void syncQuantizer(
   at::get_qtensorimpl(dst)->set_quantizer_(std::move(now));
 }
 
+// Below this many bytes, setting up the target's copy_ (a TensorIterator)
+// costs more than copying; above it, ATen's copy_ is as fast as a memcpy,
+// and splits large copies between threads.
+constexpr size_t kSmallCopyBytes = 2048;
+
+// Whether the target's copy_ from `src` to `dst` is a small plain copy of
+// bytes between two host (CPU) tensors: same dtype and sizes, both
+// contiguous, no lazy bits to resolve, and memory that does not overlap
+// (ATen's copy_ checks overlaps and does nothing for the same data). On the
+// host runtime these are the small contiguous copies of one dtype between
+// accel and cpu (the host-to-device copy of torch.tensor(list,
+// device="accel") among them). Dtype conversions, broadcasts, strided
+// layouts, large copies and every copy with a CUDA tensor go to the
+// target's copy_.
+bool isSmallPlainHostCopy(const at::Tensor& dst, const at::Tensor& src) {
+  const c10::TensorImpl* d = dst.unsafeGetTensorImpl();
+  const c10::TensorImpl* s = src.unsafeGetTensorImpl();
+  // The key sets of two plain strided CPU tensors (no quantized, sparse,
+  // conjugate, negative, ... functionality), autograd keys aside.
+  constexpr auto plain = c10::DispatchKeySet(c10::DispatchKey::CPU);
+  const auto functionality = [](const c10::TensorImpl* t) {
+    return t->key_set() - c10::autograd_dispatch_keyset_with_ADInplaceOrView - c10::autocast_dispatch_keyset;
+  };
+  if (functionality(d) != plain || functionality(s) != plain || d->dtype() != s->dtype() ||
+      d->has_symbolic_sizes_strides() || s->has_symbolic_sizes_strides() || d->sizes() != s->sizes() ||
+      !d->is_contiguous() || !s->is_contiguous() || !d->unsafe_storage() || !s->unsafe_storage()) {
+    return false;
+  }
+  const size_t nbytes = d->numel() * d->itemsize();
+  if (nbytes == 0 || nbytes > kSmallCopyBytes) {
+    return false;
+  }
+  const char* d_data = static_cast<const char*>(d->unsafe_storage().data()) + d->storage_offset() * d->itemsize();
+  const char* s_data = static_cast<const char*>(s->unsafe_storage().data()) + s->storage_offset() * s->itemsize();
+  return d_data != nullptr && s_data != nullptr && (d_data + nbytes <= s_data || s_data + nbytes <= d_data);
+}
+
 void copyOnTarget(const at::Tensor& dst, const at::Tensor& src, bool non_blocking) {
   if (C10_UNLIKELY(anyCaptureRecording()) && recordCopyIfCapturing(dst, src, non_blocking, &copyOnTarget)) {
     return; // the capture replays the copy (see GraphCapture.h)
@@ -81,7 +119,11 @@ void copyOnTarget(const at::Tensor& dst, const at::Tensor& src, bool non_blockin
           ? c10::MaybeOwned<at::Tensor>::owned(withQuantizerOf(src, toTargetSharingStorage(src, *target_dst)))
           : targetIfAccel(src);
   const at::QuantizerPtr quantizer_before = dst.is_quantized() ? quantizerOf(*target_dst) : nullptr;
-  target_dst->copy_(*target_src, non_blocking);
+  if (isSmallPlainHostCopy(*target_dst, *target_src)) {
+    std::memcpy(target_dst->mutable_data_ptr(), target_src->const_data_ptr(), target_dst->nbytes());
+  } else {
+    target_dst->copy_(*target_src, non_blocking);
+  }
   if (quantizer_before) {
     syncQuantizer(dst, *target_dst, quantizer_before, src, *target_src);
   }

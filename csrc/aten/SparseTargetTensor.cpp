@@ -61,12 +61,6 @@ at::Tensor compressedTensor(
 
 } // namespace
 
-bool isSparse(const at::Tensor& tensor) {
-  const auto layout = tensor.layout();
-  return layout == at::kSparse || layout == at::kSparseCsr || layout == at::kSparseCsc || layout == at::kSparseBsr ||
-         layout == at::kSparseBsc;
-}
-
 void forEachPart(const at::Tensor& sparse, c10::function_ref<void(const at::Tensor&)> fn) {
   if (sparse.layout() == at::kSparse) {
     const at::SparseTensorImpl* impl = cooImpl(sparse);

@@ -18,8 +18,11 @@
 
 namespace torch_accel {
 
-// Whether `tensor` has a sparse layout (COO or compressed).
-bool isSparse(const at::Tensor& tensor);
+// Whether `tensor` has a sparse layout (COO or compressed): a test of its
+// dispatch keys, inline, as every operator call asks it of every tensor.
+inline bool isSparse(const at::Tensor& tensor) {
+  return tensor.key_set().has_any(c10::sparse_ks | c10::sparse_csr_ks);
+}
 
 // Calls `fn` with each part of the sparse tensor `sparse`.
 void forEachPart(const at::Tensor& sparse, c10::function_ref<void(const at::Tensor&)> fn);

@@ -76,6 +76,13 @@ at::Tensor withMetadataOf(const at::Tensor& like, c10::intrusive_ptr<c10::Tensor
   return at::Tensor(std::move(impl));
 }
 
+// The storage a target view has now (a kernel may have given it another:
+// set_). Target views are plain strided tensors of ours, whose storage needs
+// no checked access.
+const c10::StorageImpl* storageOfView(const at::Tensor& target) {
+  return target.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl();
+}
+
 bool hasWeakReferences(c10::StorageImpl* storage) {
   auto owner = c10::intrusive_ptr<c10::StorageImpl>::reclaim(storage);
   const bool weak = owner.weak_use_count() > 1; // 1: the strong references' own
@@ -170,6 +177,7 @@ at::Tensor TargetCall::mapTensor(c10::MaybeOwned<at::Tensor> accel, bool is_muta
   for (auto& mapped : inputs_) {
     if (mapped.accel->unsafeGetTensorImpl() == accel->unsafeGetTensorImpl()) {
       mapped.mutable_ |= is_mutable;
+      any_mutable_ |= is_mutable;
       return mapped.target;
     }
   }
@@ -221,7 +229,8 @@ at::Tensor TargetCall::mapTensor(c10::MaybeOwned<at::Tensor> accel, bool is_muta
     target = quantizedTarget(target, std::move(quantizer));
   }
   c10::StorageImpl* target_storage = target.storage().unsafeGetStorageImpl();
-  inputs_.push_back({std::move(accel), target, accel_storage, target_storage, is_mutable});
+  inputs_.emplace_back(std::move(accel), target, accel_storage, target_storage, is_mutable);
+  any_mutable_ |= is_mutable;
   return target;
 }
 
@@ -235,7 +244,8 @@ at::Tensor TargetCall::mapComposed(c10::MaybeOwned<at::Tensor> accel, bool is_mu
   };
   at::Tensor target =
       accel->is_nested() ? nestedOver(map_part(bufferOf(*accel)), *accel) : sparseTarget(*accel, map_part);
-  inputs_.push_back({std::move(accel), target, nullptr, nullptr, is_mutable});
+  inputs_.emplace_back(std::move(accel), target, nullptr, nullptr, is_mutable);
+  any_mutable_ |= is_mutable;
   return target;
 }
 
@@ -294,7 +304,8 @@ void TargetCall::prepare() {
   }
   checkDevices();
   TORCH_CHECK_NOT_IMPLEMENTED(
-      op_.hasComputedKernelForDispatchKey(target_key_),
+      (facts_.always_has_target_kernel && target_key_ == targetDispatchKey()) ||
+          op_.hasComputedKernelForDispatchKey(target_key_),
       "The operator '",
       facts_.name,
       "' is not implemented for the accel device: its target device (",
@@ -364,6 +375,9 @@ void TargetCall::throwOutOfMemory(const c10::OutOfMemoryError& e) const {
 // --- Results -------------------------------------------------------------------
 
 void TargetCall::syncBack() {
+  if (!any_mutable_) {
+    return; // nothing was written to (most calls)
+  }
   // Target storages whose new memory has moved to their accel storage: views
   // of one storage share it (mapTensor), and it moves once.
   c10::SmallVector<const c10::StorageImpl*, 4> synced;
@@ -471,8 +485,7 @@ bool TargetCall::aliasesAnArgument(const at::Tensor& result) const {
     return false;
   }
   for (const auto& mapped : inputs_) {
-    if (mapped.target_storage != nullptr &&
-        result.storage().unsafeGetStorageImpl() == mapped.target.storage().unsafeGetStorageImpl()) {
+    if (mapped.target_storage != nullptr && result.storage().unsafeGetStorageImpl() == storageOfView(mapped.target)) {
       return true;
     }
   }
@@ -489,7 +502,8 @@ const at::Tensor* TargetCall::accelOf(const at::Tensor& target) const {
 }
 
 at::Tensor TargetCall::mapResult(const at::Tensor& result) {
-  if (!result.defined() || result.device().type() != runtime().targetType()) {
+  static const c10::DeviceType target_type = runtime().targetType(); // fixed for the process
+  if (!result.defined() || result.device().type() != target_type) {
     return result; // e.g. a CPU result of a CUDA kernel
   }
   if (names_other_device_) {
@@ -522,7 +536,7 @@ at::Tensor TargetCall::mapResult(const at::Tensor& result) {
       ", which accel does not support (accel tensors are strided, quantized, sparse or nested)");
   const c10::StorageImpl* storage = result.storage().unsafeGetStorageImpl();
   for (const auto& mapped : inputs_) {
-    if (mapped.target_storage != nullptr && storage == mapped.target.storage().unsafeGetStorageImpl()) {
+    if (mapped.target_storage != nullptr && storage == storageOfView(mapped.target)) {
       // A view keeps its base's keys (autograd, or none for an inference
       // tensor) but not its lazy conjugation or negation bits.
       auto keys = mapped.accel->key_set().remove(c10::DispatchKey::Conjugate).remove(c10::DispatchKey::Negative);

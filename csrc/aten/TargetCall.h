@@ -70,6 +70,11 @@ struct OperatorFacts {
   bool accepts_cpu_tensors = false;
   // The alert CUDA's kernel raises in deterministic mode, or nullptr.
   const CudaNondeterministicAlert* cuda_alert = nullptr;
+  // The operator has a kernel for the target's strided key whatever else is
+  // registered later (an ATen operator that the target implements, as those
+  // of the unboxed kernels): calls need not look it up again. False when
+  // unknown, as for the fallback's operators, whose kernels may come and go.
+  bool always_has_target_kernel = false;
 
   explicit OperatorFacts(const c10::OperatorHandle& op);
 };
@@ -144,6 +149,15 @@ public:
 private:
   // One accel tensor argument and the target view standing in for it.
   struct MappedTensor {
+    MappedTensor(
+        c10::MaybeOwned<at::Tensor>&& accel,
+        const at::Tensor& target,
+        const c10::StorageImpl* accel_storage,
+        c10::StorageImpl* target_storage,
+        bool is_mutable)
+        : accel(std::move(accel)), target(target), accel_storage(accel_storage), target_storage(target_storage),
+          mutable_(is_mutable) {}
+
     c10::MaybeOwned<at::Tensor> accel;
     at::Tensor target;
     // The accel tensor's storage, looked up once (mapTensor compares every
@@ -187,6 +201,8 @@ private:
   // An explicit device argument other than accel (`empty_like(x, device="cpu")`):
   // results of the target's device type are then that device's tensors.
   bool names_other_device_ = false;
+  // Some argument is written to (out=, in-place): syncBack() has work.
+  bool any_mutable_ = false;
   c10::SmallVector<MappedTensor, 4> inputs_;
   c10::DeviceIndex device_ = -1;
   c10::DeviceIndex other_accel_device_ = -1;

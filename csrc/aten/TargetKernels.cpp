@@ -246,6 +246,9 @@ inline OperatorFacts factsOf(const c10::OperatorHandle& op) {
       facts.cuda_alert == nullptr,
       op.operator_name(),
       " may raise CUDA's nondeterministic alert: leave it to the boxed fallback");
+  // Every operator here has target kernels on both runtimes (see below).
+  TORCH_INTERNAL_ASSERT(op.hasComputedKernelForDispatchKey(targetDispatchKey()), op.operator_name());
+  facts.always_has_target_kernel = true;
   return facts;
 }
 

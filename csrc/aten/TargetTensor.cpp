@@ -29,21 +29,34 @@ targetImpl(c10::DataPtr data, size_t nbytes, caffe2::TypeMeta dtype, bool resiza
 
 // Gives a target view `accel`'s sizes, strides, offset and lazy bits.
 at::Tensor withViewMetadata(c10::intrusive_ptr<c10::TensorImpl> impl, const at::Tensor& accel) {
+  const c10::TensorImpl* source = accel.unsafeGetTensorImpl();
   // A recycled view often had these very sizes already (operators run on
   // tensors of few shapes); setting them recomputes the contiguity flags.
-  if (impl->sizes() != accel.sizes() || impl->strides() != accel.strides() ||
-      impl->storage_offset() != accel.storage_offset()) {
-    impl->set_sizes_and_strides(accel.sizes(), accel.strides(), accel.storage_offset());
+  if (impl->storage_offset() != source->storage_offset() || impl->sizes() != source->sizes() ||
+      impl->strides() != source->strides()) {
+    impl->set_sizes_and_strides(source->sizes(), source->strides(), source->storage_offset());
   }
-  // Kernels that handle lazy conjugation/negation themselves see the bits.
-  impl->_set_conj(accel.is_conj());
-  impl->_set_neg(accel.is_neg());
+  // Kernels that handle lazy conjugation/negation themselves see the bits
+  // (set only when they differ: setting one rebuilds the key set).
+  if (C10_UNLIKELY(impl->is_conj() != source->is_conj())) {
+    impl->_set_conj(source->is_conj());
+  }
+  if (C10_UNLIKELY(impl->is_neg() != source->is_neg())) {
+    impl->_set_neg(source->is_neg());
+  }
   return at::Tensor(std::move(impl));
+}
+
+// targetDevice(), inline: every target view asks it. The target device type
+// is fixed for the process, as the runtime is.
+c10::Device viewDevice(c10::DeviceIndex device) {
+  static const c10::DeviceType type = runtime().targetType();
+  return type == c10::DeviceType::CPU ? c10::Device(type) : c10::Device(type, device);
 }
 
 // The DataPtr of a target tensor that owns nothing.
 c10::DataPtr borrowedData(void* data, c10::DeviceIndex device) {
-  return c10::DataPtr(data, targetDevice(device));
+  return c10::DataPtr(data, viewDevice(device));
 }
 
 void releaseStorage(void* storage) {
@@ -54,7 +67,7 @@ void releaseStorage(void* storage) {
 c10::DataPtr retainingData(const c10::Storage& storage, c10::DeviceIndex device) {
   c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
   c10::raw::intrusive_ptr::incref(impl);
-  return c10::DataPtr(const_cast<void*>(storage.data()), impl, &releaseStorage, targetDevice(device));
+  return c10::DataPtr(const_cast<void*>(storage.data()), impl, &releaseStorage, viewDevice(device));
 }
 
 // Target views of accel tensors are made and dropped on every operator call,
@@ -84,14 +97,18 @@ private:
   // Only a view that nothing else can observe, and whose state a kernel
   // left as targetImpl() made it, may be changed under its owner's feet.
   static bool reusable(const at::Tensor& target) {
-    const c10::TensorImpl* impl = target.unsafeGetTensorImpl();
-    if (!target.defined() || !target.getIntrusivePtr().is_uniquely_owned() || impl->pyobj_slot()->load_pyobj() ||
-        impl->key_set() != viewKeys() || impl->is_wrapped_number() || !impl->allow_tensor_metadata_change() ||
-        impl->has_named_tensor_meta() || impl->autograd_meta() || impl->has_symbolic_sizes_strides() ||
-        !impl->has_storage()) {
+    if (!target.defined() || !target.getIntrusivePtr().is_uniquely_owned()) {
       return false;
     }
-    c10::StorageImpl* storage = impl->storage().unsafeGetStorageImpl();
+    const c10::TensorImpl* impl = target.unsafeGetTensorImpl();
+    // The key set first: it also rules out the lazy conjugation and
+    // negation bits, and the autograd keys that autograd_meta() goes with.
+    if (impl->key_set() != viewKeys() || impl->pyobj_slot()->load_pyobj() || impl->is_wrapped_number() ||
+        !impl->allow_tensor_metadata_change() || impl->has_named_tensor_meta() || impl->autograd_meta() ||
+        impl->has_symbolic_sizes_strides() || !impl->unsafe_storage()) {
+      return false;
+    }
+    c10::StorageImpl* storage = impl->unsafe_storage().unsafeGetStorageImpl();
     auto owner = c10::intrusive_ptr<c10::StorageImpl>::reclaim(storage);
     const bool unique = owner.is_uniquely_owned();
     owner.release();
@@ -120,7 +137,7 @@ viewImpl(c10::DataPtr data, size_t nbytes, caffe2::TypeMeta dtype, bool resizabl
   if (!impl) {
     return targetImpl(std::move(data), nbytes, dtype, resizable);
   }
-  c10::StorageImpl* storage = impl->storage().unsafeGetStorageImpl();
+  c10::StorageImpl* storage = impl->unsafe_storage().unsafeGetStorageImpl();
   storage->set_data_ptr_noswap(std::move(data));
   storage->set_nbytes(nbytes);
   storage->set_allocator(resizable ? targetAllocator() : nullptr);
