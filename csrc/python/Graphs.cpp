@@ -1,3 +1,4 @@
+#include <csrc/python/GraphOutputs.h>
 #include <csrc/python/Graphs.h>
 #include <csrc/runtime/Graph.h>
 #include <csrc/runtime/GraphRecording.h>
@@ -76,6 +77,8 @@ void initGraphBindings(py::module& m) {
       py::arg("function"),
       py::arg("arguments"),
       py::arg("device"));
+
+  initGraphOutputsBindings(m);
 
   m.def("_graph_pool_handle", [] { return runtime().graphPoolHandle(); });
   m.def("_is_current_stream_capturing", [] {
