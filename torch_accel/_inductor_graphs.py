@@ -314,8 +314,7 @@ class _Capture:
         static = owner.static_input_idxs
         self.copy_idxs = [i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and i not in static]
         self.static_idxs = [i for i in sorted(static) if isinstance(inputs[i], torch.Tensor)]
-        # Indexed by input, as _tensors_data_ptrs_at_indices_equal reads it.
-        self.static_ptrs = [x.data_ptr() if i in self.static_idxs else None for i, x in enumerate(inputs)]
+        self.static_ptrs = {i: inputs[i].data_ptr() for i in self.static_idxs}
         self.static_inputs: list[Any] = []
         for i, x in enumerate(inputs):
             if i in self.copy_idxs:
@@ -326,8 +325,6 @@ class _Capture:
                 self.static_inputs.append(_alias_of_memory(x))
             else:
                 self.static_inputs.append(x)
-        # (buffer, input index) of each copied input.
-        self.copies = [(self.static_inputs[i], i) for i in self.copy_idxs]
         self.device = next(x.device for x in self.static_inputs if isinstance(x, torch.Tensor))
 
         torch.accel.synchronize(self.device)
@@ -338,14 +335,14 @@ class _Capture:
                 outputs = owner.model(list(self.static_inputs))
         if not isinstance(outputs, (list, tuple)):
             outputs = (outputs,)
-        self.outputs = self._plan(outputs, owner.stack_traces)
+        self.call = self._plan(outputs, owner.stack_traces)
         self.replayed_at_step = _mark_step()
 
     def _plan(self, outputs: Sequence[Any], traces: list[Optional[str]]) -> Any:
-        """How a replay returns each output (_C._GraphOutputs): a static
-        input's alias, or a value, as captured; other tensors (the graph's
-        memory, or an alias of an input buffer) over storages made at each
-        replay, which its next replay invalidates."""
+        """How a replay copies the inputs and returns each output
+        (_C._CapturedCall): a static input's alias, or a value, as captured;
+        other tensors (the graph's memory, or an alias of an input buffer)
+        over storages made at each replay, which its next replay invalidates."""
         static_storages = {self.static_inputs[i].untyped_storage().data_ptr() for i in self.static_idxs}
         # (data pointer, bytes, error message once overwritten) of each storage handed out.
         storages: list[tuple[int, int, str]] = []
@@ -361,24 +358,30 @@ class _Capture:
                 trace = traces[k] if k < len(traces) else None
                 storages.append((storage.data_ptr(), storage.nbytes(), _overwritten_message(trace)))
             graph_memory.append(index[storage.data_ptr()])
-        return _C._GraphOutputs(list(outputs), graph_memory, storages, self.device, _FREED_MESSAGE)
+        return _C._CapturedCall(
+            [(i, self.static_ptrs[i]) for i in self.static_idxs],
+            [(self.static_inputs[i], i) for i in self.copy_idxs],
+            list(outputs),
+            graph_memory,
+            storages,
+            self.device,
+            _FREED_MESSAGE,
+        )
 
     def matches(self, inputs: list[Any]) -> bool:
         """Whether the static inputs are where they were at capture."""
-        return torch._C._tensors_data_ptrs_at_indices_equal(inputs, self.static_ptrs, self.static_idxs)
+        return self.call.matches(inputs)
 
     def outputs_alive(self) -> bool:
-        return self.outputs.alive()
+        return self.call.outputs_alive()
 
     def invalidate_outputs(self, message: Optional[str] = None) -> None:
-        self.outputs.invalidate(message)
+        self.call.invalidate_outputs(message)
 
     def replay(self, inputs: list[Any]) -> list[Any]:
-        for buffer, i in self.copies:
-            buffer.copy_(inputs[i])
         # The captured static inputs do not own their memory (_alias_of_memory):
         # the caller's list keeps it alive until the replay is done.
-        results = self.outputs.replay(self.graph)
+        results = self.call.replay(self.graph, inputs)
         inputs.clear()
         self.replayed_at_step = _mark_step()
         return results

@@ -1,4 +1,4 @@
-#include <csrc/python/GraphOutputs.h>
+#include <csrc/python/CapturedCall.h>
 #include <csrc/python/Graphs.h>
 #include <csrc/runtime/Graph.h>
 #include <csrc/runtime/GraphRecording.h>
@@ -78,7 +78,7 @@ void initGraphBindings(py::module& m) {
       py::arg("arguments"),
       py::arg("device"));
 
-  initGraphOutputsBindings(m);
+  initCapturedCallBindings(m);
 
   m.def("_graph_pool_handle", [] { return runtime().graphPoolHandle(); });
   m.def("_is_current_stream_capturing", [] {

@@ -1,5 +1,7 @@
-// The outputs of a captured graph as torch.compile(mode="reduce-overhead")
-// hands them out at each replay (torch_accel/_inductor_graphs.py).
+// One capture of a compiled graph as torch.compile(mode="reduce-overhead")
+// replays it (torch_accel/_inductor_graphs.py): the static inputs it reads in
+// place, the inputs it copies into its own buffers, and the outputs it hands
+// out.
 //
 // A graph's outputs live in its own memory, which its next replay
 // overwrites. Each replay therefore hands out new tensors over new storages
@@ -9,13 +11,14 @@
 // that are not the graph's memory (a static input's alias, a non-tensor
 // value) are handed out as captured.
 //
-// Everything a replay does (invalidate, replay, hand out) is one call, with
-// the plan worked out once at capture: the wrapper's per-call cost is what
+// Everything a replay does (copy inputs, invalidate, replay, hand out) is
+// one call, with the plan worked out once at capture: the wrapper's per-call cost is what
 // mode="reduce-overhead" exists to remove.
 
-#include <csrc/python/GraphOutputs.h>
+#include <csrc/python/CapturedCall.h>
 #include <csrc/runtime/Graph.h>
 
+#include <ATen/core/LegacyTypeDispatch.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/core/TensorImpl.h>
 #include <c10/util/intrusive_ptr.h>
@@ -32,22 +35,26 @@ namespace py = pybind11;
 
 namespace {
 
-class GraphOutputs {
+class CapturedCall {
 public:
-  // `outputs`: the captured graph's outputs, in order. `graph_memory[k]`:
+  // `static_inputs`: (input index, data pointer) of each input the graph
+  // reads in place. `copies`: (buffer, input index) of each input copied
+  // into the graph's buffer. `outputs`: the captured graph's outputs, in order. `graph_memory[k]`:
   // the index in `storages` of output k's storage if it is the graph's
   // memory (or an alias of a copied input), -1 if it is handed out as is.
   // `storages`: (data pointer, bytes, error message once overwritten).
   // `freed_message`: the error of outputs still referenced when the graph
   // is freed.
-  GraphOutputs(
+  CapturedCall(
+      std::vector<std::pair<int64_t, uintptr_t>> static_inputs,
+      std::vector<std::pair<at::Tensor, int64_t>> copies,
       std::vector<py::object> outputs,
       std::vector<int64_t> graph_memory,
       std::vector<std::tuple<uintptr_t, size_t, std::string>> storages,
       c10::Device device,
       std::string freed_message)
-      : outputs_(std::move(outputs)), graph_memory_(std::move(graph_memory)), device_(device),
-        freed_message_(std::move(freed_message)) {
+      : static_inputs_(std::move(static_inputs)), copies_(std::move(copies)), outputs_(std::move(outputs)),
+        graph_memory_(std::move(graph_memory)), device_(device), freed_message_(std::move(freed_message)) {
     TORCH_CHECK(outputs_.size() == graph_memory_.size(), "accel graph outputs: one plan entry per output");
     for (auto& [data, nbytes, message] : storages) {
       storages_.push_back(Storage{reinterpret_cast<void*>(data), nbytes, std::move(message), {}});
@@ -62,12 +69,26 @@ public:
     }
   }
 
-  GraphOutputs(const GraphOutputs&) = delete;
-  GraphOutputs& operator=(const GraphOutputs&) = delete;
+  CapturedCall(const CapturedCall&) = delete;
+  CapturedCall& operator=(const CapturedCall&) = delete;
 
-  ~GraphOutputs() {
+  ~CapturedCall() {
     // Outputs still referenced would read memory the graph no longer owns.
     invalidate(freed_message_);
+  }
+
+  // Whether the static inputs among `inputs` are where they were at capture.
+  bool matches(const py::list& inputs) const {
+    for (const auto& [index, data] : static_inputs_) {
+      if (index >= static_cast<int64_t>(inputs.size())) {
+        return false;
+      }
+      PyObject* input = PyList_GET_ITEM(inputs.ptr(), index);
+      if (!THPVariable_Check(input) || reinterpret_cast<uintptr_t>(THPVariable_Unpack(input).data_ptr()) != data) {
+        return false;
+      }
+    }
+    return true;
   }
 
   // Whether a storage handed out by the last replay is still referenced.
@@ -94,9 +115,17 @@ public:
     }
   }
 
-  // Invalidates the last replay's outputs, replays `graph` (without the
-  // GIL), and returns the new outputs.
-  py::list replay(Graph& graph) {
+  // Copies `inputs` into the graph's buffers, invalidates the last replay's
+  // outputs, replays `graph` (without the GIL), and returns the new outputs.
+  py::list replay(Graph& graph, const py::list& inputs) {
+    {
+      // The buffers are the graph's own: no autograd to record.
+      at::AutoDispatchBelowADInplaceOrView below_autograd;
+      for (auto& [buffer, index] : copies_) {
+        TORCH_CHECK(index < static_cast<int64_t>(inputs.size()), "accel graph replay: missing input ", index);
+        buffer.copy_(THPVariable_Unpack(PyList_GET_ITEM(inputs.ptr(), index)));
+      }
+    }
     invalidate(std::nullopt);
     {
       py::gil_scoped_release no_gil;
@@ -147,6 +176,8 @@ private:
     return results;
   }
 
+  std::vector<std::pair<int64_t, uintptr_t>> static_inputs_;
+  std::vector<std::pair<at::Tensor, int64_t>> copies_;
   std::vector<py::object> outputs_;
   std::vector<int64_t> graph_memory_;
   std::vector<at::Tensor> templates_;
@@ -157,23 +188,28 @@ private:
 
 } // namespace
 
-void initGraphOutputsBindings(py::module& m) {
-  py::class_<GraphOutputs>(m, "_GraphOutputs")
+void initCapturedCallBindings(py::module& m) {
+  py::class_<CapturedCall>(m, "_CapturedCall")
       .def(
           py::init<
+              std::vector<std::pair<int64_t, uintptr_t>>,
+              std::vector<std::pair<at::Tensor, int64_t>>,
               std::vector<py::object>,
               std::vector<int64_t>,
               std::vector<std::tuple<uintptr_t, size_t, std::string>>,
               c10::Device,
               std::string>(),
+          py::arg("static_inputs"),
+          py::arg("copies"),
           py::arg("outputs"),
           py::arg("graph_memory"),
           py::arg("storages"),
           py::arg("device"),
           py::arg("freed_message"))
-      .def("alive", &GraphOutputs::alive)
-      .def("invalidate", &GraphOutputs::invalidate, py::arg("message") = std::nullopt)
-      .def("replay", &GraphOutputs::replay, py::arg("graph"));
+      .def("matches", &CapturedCall::matches, py::arg("inputs"))
+      .def("outputs_alive", &CapturedCall::alive)
+      .def("invalidate_outputs", &CapturedCall::invalidate, py::arg("message") = std::nullopt)
+      .def("replay", &CapturedCall::replay, py::arg("graph"), py::arg("inputs"));
 }
 
 } // namespace torch_accel
