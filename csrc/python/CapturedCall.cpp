@@ -116,7 +116,10 @@ public:
   }
 
   // Copies `inputs` into the graph's buffers, invalidates the last replay's
-  // outputs, replays `graph` (without the GIL), and returns the new outputs.
+  // outputs, replays `graph`, and returns the new outputs. The GIL stays
+  // held, as it does while the default compile's wrapper runs the same
+  // kernels: the host calls of a host graph (Inductor's C++ kernels) take it
+  // at each step otherwise.
   py::list replay(Graph& graph, const py::list& inputs) {
     {
       // The buffers are the graph's own: no autograd to record.
@@ -127,10 +130,7 @@ public:
       }
     }
     invalidate(std::nullopt);
-    {
-      py::gil_scoped_release no_gil;
-      graph.replay();
-    }
+    graph.replay();
     return handOut();
   }
 

@@ -70,8 +70,13 @@ void initGraphBindings(py::module& m) {
         call->arguments = std::move(arguments);
         std::string name = py::str(call->function.attr("__name__"));
         capture->record(std::move(name), device, [call] {
-          py::gil_scoped_acquire gil; // replay() runs without it
-          call->function(*call->arguments);
+          py::gil_scoped_acquire gil; // Graph.replay() runs without it
+          // The arguments tuple as recorded: no new one per replay.
+          PyObject* result = PyObject_Call(call->function.ptr(), call->arguments.ptr(), nullptr);
+          if (result == nullptr) {
+            throw py::error_already_set();
+          }
+          Py_DECREF(result);
         });
       },
       py::arg("function"),
