@@ -124,6 +124,45 @@ def test_parameters_are_read_in_place_and_other_inputs_copied():
     assert inductor_count(CAPTURES) == 1
 
 
+def test_replay_reads_inputs_and_parameters_written_in_place(target):
+    # A replay calls the target's kernels on views of the graph's memory made
+    # once: writes into that memory between replays (the same input tensor
+    # refilled, parameters updated in place) are what the next replay reads.
+    model = mlp()
+    on_accel = copy.deepcopy(model).to(DEVICE)
+    compiled = torch.compile(on_accel, mode="reduce-overhead")
+    on_target = copy.deepcopy(model).to(target)
+    reference = torch.compile(on_target)
+    x = torch.zeros(4, 16, device=DEVICE)
+    x_target = torch.zeros(4, 16, device=target)
+    with torch.no_grad():
+        for step, batch in enumerate(batches(5, 4, 16)):
+            x.copy_(batch.to(DEVICE))
+            x_target.copy_(batch.to(target))
+            if step >= 3:
+                for p, q in zip(on_accel.parameters(), on_target.parameters()):
+                    p.mul_(0.5)
+                    q.mul_(0.5)
+            assert torch.equal(compiled(x).cpu(), reference(x_target).cpu())
+    assert inductor_count(CAPTURES) == 1
+    assert inductor_count(REPLAYS) == 4
+
+
+def test_outputs_still_referenced_when_the_graph_is_freed_say_so():
+    f = torch.compile(lambda x: x * 3 + 1, mode="reduce-overhead")
+    x = torch.randn(6, device=DEVICE)
+    f(x)
+    kept = f(x)  # captured and replayed
+    assert torch.equal(kept.cpu(), (x * 3 + 1).cpu())
+    del f
+    torch._dynamo.reset()
+    import gc
+
+    gc.collect()
+    with pytest.raises(RuntimeError, match="whose graph has been freed"):
+        kept.cpu()
+
+
 def test_output_of_a_previous_replay_is_overwritten_and_says_so():
     f = torch.compile(lambda x: x * 3 + 1, mode="reduce-overhead")
     xs = [torch.randn(6, device=DEVICE) for _ in range(4)]

@@ -86,6 +86,33 @@ def test_static_input_pattern(target):
         assert torch.equal(static_out.cpu(), expected.cpu())
 
 
+def test_replay_reads_the_memory_a_storage_holds_now(target):
+    # Replays call the target's kernels on views made once over the graph's
+    # memory; a storage given new memory after capture (Storage.resize_) is
+    # what later replays read and write, as the operators would in eager.
+    a = torch.randn(4, 3).to("accel")
+    w = torch.randn(3, 5).to("accel")
+    g = torch.accel.Graph()
+    with torch.accel.graph(g):
+        out = torch.relu(a @ w)  # a fresh result copied into the graph's memory
+        torch.mm(a, w, out=out)  # an out= call on it
+        out.add_(a.sum())
+    g.replay()
+    a_cpu, w_cpu = a.cpu(), w.cpu()
+    expected = torch.mm(a_cpu, w_cpu) + a_cpu.sum()
+    assert torch.equal(out.cpu(), expected)
+    storage = a.untyped_storage()
+    nbytes = storage.nbytes()
+    storage.resize_(0)
+    storage.resize_(nbytes)
+    data = torch.randn(4, 3)
+    a.copy_(data.to("accel"))
+    g.replay()
+    on_target = data.to(target)
+    expected = torch.mm(on_target, w.to(target)) + on_target.sum()
+    assert torch.equal(out.cpu(), expected.cpu())
+
+
 def test_replay_on_default_stream_and_views():
     x = torch.arange(12.0, device="accel")
     g = torch.accel.Graph()

@@ -65,8 +65,6 @@ import warnings
 from typing import Any, Callable, Optional, Sequence
 
 import torch
-from torch._C._dynamo.guards import _reinterpret_tensor
-from torch.multiprocessing.reductions import StorageWeakRef
 
 from . import _C
 
@@ -264,10 +262,6 @@ class _HostKernelCalls:
 
 # --- the graph wrapper ----------------------------------------------------------
 
-# What each output of a captured graph is, and how a replay returns it.
-_GRAPH_MEMORY, _STATIC_ALIAS, _VALUE = range(3)
-
-
 def _overwritten_message(stack_trace: Optional[str]) -> str:
     where = stack_trace.strip() if stack_trace else "[Could not find stack trace]"
     return (
@@ -317,13 +311,10 @@ class _Capture:
 
         from . import graphs
 
-        # (weak reference, stack trace) of each storage the last replay handed out.
-        self.handed_out: list[tuple[Any, Optional[str]]] = []
         static = owner.static_input_idxs
         self.copy_idxs = [i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and i not in static]
         self.static_idxs = [i for i in sorted(static) if isinstance(inputs[i], torch.Tensor)]
-        # Indexed by input, as _tensors_data_ptrs_at_indices_equal reads it.
-        self.static_ptrs = [x.data_ptr() if i in self.static_idxs else None for i, x in enumerate(inputs)]
+        self.static_ptrs = {i: inputs[i].data_ptr() for i in self.static_idxs}
         self.static_inputs: list[Any] = []
         for i, x in enumerate(inputs):
             if i in self.copy_idxs:
@@ -344,72 +335,55 @@ class _Capture:
                 outputs = owner.model(list(self.static_inputs))
         if not isinstance(outputs, (list, tuple)):
             outputs = (outputs,)
-        # Kept: the memory that replays write and hand out.
-        self.static_outputs = tuple(outputs)
-        self.plan = self._plan(outputs, owner.stack_traces)
+        self.call = self._plan(outputs, owner.stack_traces)
         self.replayed_at_step = _mark_step()
 
-    def _plan(self, outputs: Sequence[Any], traces: list[Optional[str]]) -> list[tuple[Any, ...]]:
-        """How a replay returns each output: a static input's alias as captured;
-        other tensors (the graph's memory, or an alias of an input buffer) over
-        storages made at each replay, which can be invalidated."""
+    def _plan(self, outputs: Sequence[Any], traces: list[Optional[str]]) -> Any:
+        """How a replay copies the inputs and returns each output
+        (_C._CapturedCall): a static input's alias, or a value, as captured;
+        other tensors (the graph's memory, or an alias of an input buffer)
+        over storages made at each replay, which its next replay invalidates."""
         static_storages = {self.static_inputs[i].untyped_storage().data_ptr() for i in self.static_idxs}
-        # (data pointer, bytes, stack trace) of each storage handed out.
-        self.storages: list[tuple[int, int, Optional[str]]] = []
+        # (data pointer, bytes, error message once overwritten) of each storage handed out.
+        storages: list[tuple[int, int, str]] = []
         index: dict[int, int] = {}
-        plan: list[tuple[Any, ...]] = []
+        graph_memory: list[int] = []
         for k, out in enumerate(outputs):
-            if not isinstance(out, torch.Tensor):
-                plan.append((_VALUE, out))
+            if not isinstance(out, torch.Tensor) or out.untyped_storage().data_ptr() in static_storages:
+                graph_memory.append(-1)
                 continue
             storage = out.untyped_storage()
-            if storage.data_ptr() in static_storages:
-                plan.append((_STATIC_ALIAS, out))
-                continue
             if storage.data_ptr() not in index:
-                index[storage.data_ptr()] = len(self.storages)
-                self.storages.append((storage.data_ptr(), storage.nbytes(), traces[k] if k < len(traces) else None))
-            plan.append((_GRAPH_MEMORY, index[storage.data_ptr()], out.size(), out.stride(), out.storage_offset(), out))
-        return plan
+                index[storage.data_ptr()] = len(storages)
+                trace = traces[k] if k < len(traces) else None
+                storages.append((storage.data_ptr(), storage.nbytes(), _overwritten_message(trace)))
+            graph_memory.append(index[storage.data_ptr()])
+        return _C._CapturedCall(
+            [(i, self.static_ptrs[i]) for i in self.static_idxs],
+            [(self.static_inputs[i], i) for i in self.copy_idxs],
+            list(outputs),
+            graph_memory,
+            storages,
+            self.device,
+            _FREED_MESSAGE,
+        )
 
     def matches(self, inputs: list[Any]) -> bool:
         """Whether the static inputs are where they were at capture."""
-        return torch._C._tensors_data_ptrs_at_indices_equal(inputs, self.static_ptrs, self.static_idxs)
+        return self.call.matches(inputs)
 
     def outputs_alive(self) -> bool:
-        return any(not ref.expired() for ref, _ in self.handed_out)
+        return self.call.outputs_alive()
 
     def invalidate_outputs(self, message: Optional[str] = None) -> None:
-        for ref, trace in self.handed_out:
-            if not ref.expired():
-                storage = torch.UntypedStorage._new_with_weak_ptr(ref.cdata)
-                torch._C._set_storage_data_ptr_access_error_msg(storage._cdata, message or _overwritten_message(trace))
-        self.handed_out = []
-
-    def __del__(self) -> None:
-        # Outputs still referenced would read memory the graph no longer owns.
-        self.invalidate_outputs(_FREED_MESSAGE)
+        self.call.invalidate_outputs(message)
 
     def replay(self, inputs: list[Any]) -> list[Any]:
-        for i in self.copy_idxs:
-            self.static_inputs[i].copy_(inputs[i])
-        self.invalidate_outputs()
         # The captured static inputs do not own their memory (_alias_of_memory):
         # the caller's list keeps it alive until the replay is done.
-        self.graph.replay()
+        results = self.call.replay(self.graph, inputs)
         inputs.clear()
         self.replayed_at_step = _mark_step()
-        storages = [torch._C._construct_storage_from_data_pointer(ptr, self.device, nbytes) for ptr, nbytes, _ in self.storages]
-        self.handed_out = [(StorageWeakRef(s), trace) for s, (_, _, trace) in zip(storages, self.storages)]
-        results: list[Any] = []
-        for entry in self.plan:
-            if entry[0] == _GRAPH_MEMORY:
-                _, s, size, stride, offset, template = entry
-                # A new tensor (an alias of the captured output: cheaper than
-                # an allocation), then moved onto this replay's storage.
-                results.append(_reinterpret_tensor(template, size, stride, offset).set_(storages[s], offset, size, stride))
-            else:
-                results.append(entry[1])
         return results
 
 
@@ -435,6 +409,8 @@ class AccelGraphed:
         self.kind = kind  # "inference", "forward" or "backward"
         self.pair = pair
         self.warmed_up: set[tuple[int, ...]] = set()
+        # Where the integer inputs are (the key of the captures), found at the first call.
+        self.int_idxs: Optional[list[int]] = None
         # By sizes: the captures, the latest last.
         self.captures: dict[tuple[int, ...], list[_Capture]] = {}
         self.recapture_limit = config.triton.cudagraph_unexpected_rerecord_limit
@@ -445,11 +421,17 @@ class AccelGraphed:
     def __call__(self, inputs: list[Any]) -> Any:
         if self.capture_failed:
             return self.model(inputs)
-        key = tuple(x for x in inputs if isinstance(x, int))
+        if self.int_idxs is None:
+            # A compiled graph takes its integer inputs (sizes) at the same places at each call.
+            self.int_idxs = [i for i, x in enumerate(inputs) if isinstance(x, int)]
+        key = tuple([inputs[i] for i in self.int_idxs]) if self.int_idxs else ()
         captures = self.captures.get(key)
         capture = None
         if captures:
-            capture = next((c for c in reversed(captures) if c.matches(inputs)), None)
+            # The latest capture first: static inputs rarely move.
+            capture = captures[-1]
+            if not capture.matches(inputs):
+                capture = next((c for c in reversed(captures) if c.matches(inputs)), None)
         if capture is None:
             if key not in self.warmed_up:
                 self.warmed_up.add(key)

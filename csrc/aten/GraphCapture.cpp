@@ -1,6 +1,7 @@
 #include <csrc/aten/AliasFallback.h>
 #include <csrc/aten/GraphCapture.h>
 #include <csrc/aten/TargetTensor.h>
+#include <csrc/profiler/DeviceActivity.h>
 #include <csrc/runtime/Runtime.h>
 
 #include <ATen/ATen.h>
@@ -8,6 +9,7 @@
 #include <c10/core/TensorImpl.h>
 #include <c10/util/SmallVector.h>
 
+#include <algorithm>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -314,6 +316,137 @@ void layResultsOutAsTarget(
   }
 }
 
+// The step that replays one recorded operator call.
+//
+// A graph's memory does not move while it may replay, so most calls replay
+// at the target's level: the target views of their accel arguments (and of
+// the memory their fresh results are copied into) are made at the first
+// replay and kept, and each replay calls the target's kernel on them
+// directly, without the alias fallback's work per call (mapping arguments,
+// device checks, mapping results). The views are made again if an accel
+// storage's memory was replaced since (a later recorded call that resized
+// it, Storage.resize_()). Calls that draw random numbers or take devices or
+// generators replay through the alias fallback, which lends them the accel
+// generator's state at each replay (fresh numbers, as CUDA's graph-safe
+// generators give).
+class ReplayedCall {
+public:
+  ReplayedCall(
+      const c10::OperatorHandle& op,
+      c10::DispatchKey target_key,
+      c10::DeviceIndex device,
+      std::vector<c10::IValue> arguments,
+      std::vector<RecordedCall::FreshResult> fresh)
+      : op_(op), target_key_(target_key), device_(device), arguments_(std::move(arguments)), fresh_(std::move(fresh)),
+        on_target_(
+            !op.hasTag(at::Tag::nondeterministic_seeded) &&
+            std::none_of(arguments_.begin(), arguments_.end(), [](const c10::IValue& value) {
+              return value.isGenerator() || value.isDevice();
+            })) {}
+
+  void operator()() {
+    if (!on_target_) {
+      replayThroughFallback();
+      return;
+    }
+    if (!targetViewsCurrent()) {
+      makeTargetViews();
+    }
+    torch::jit::Stack replay(target_arguments_.begin(), target_arguments_.end());
+    {
+      RecordDeviceActivity kernel(name(), device_);
+      op_.redispatchBoxed(c10::DispatchKeySet(target_key_), &replay);
+    }
+    for (size_t i = 0; i < fresh_.size(); ++i) {
+      target_fresh_[i].copy_(computed(replay, fresh_[i]));
+    }
+  }
+
+private:
+  static const at::Tensor& computed(const torch::jit::Stack& results, const RecordedCall::FreshResult& fresh) {
+    const c10::IValue& value = results[fresh.result];
+    return value.isTensor() ? value.toTensor() : value.toTensorList().get(fresh.position);
+  }
+
+  const std::string& name() const {
+    if (name_.empty()) {
+      name_ = c10::toString(op_.operator_name());
+    }
+    return name_;
+  }
+
+  void replayThroughFallback() {
+    torch::jit::Stack replay(arguments_.begin(), arguments_.end());
+    runOnTarget(op_, &replay, target_key_);
+    for (const auto& fresh : fresh_) {
+      at::Tensor dst = toTarget(fresh.accel);
+      dst.copy_(toTarget(computed(replay, fresh)));
+    }
+  }
+
+  // Whether each target view is still over its accel storage's memory.
+  bool targetViewsCurrent() const {
+    if (!prepared_) {
+      return false;
+    }
+    for (const auto& [storage, data] : viewed_) {
+      if (storage->data() != data) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  void makeTargetViews() {
+    viewed_.clear();
+    // One target storage per accel storage, as the fallback makes them (see
+    // TargetCall.h): kernels' overlap checks see what they would on the target.
+    std::vector<std::pair<const c10::StorageImpl*, at::Tensor>> targets;
+    auto view = [&](const at::Tensor& tensor) -> at::Tensor {
+      if (!isAccel(tensor)) {
+        return tensor;
+      }
+      const c10::StorageImpl* storage = tensor.storage().unsafeGetStorageImpl();
+      for (const auto& [viewed, target] : targets) {
+        if (viewed == storage) {
+          return toTargetSharingStorage(tensor, target);
+        }
+      }
+      at::Tensor target = toTarget(tensor);
+      targets.emplace_back(storage, target);
+      viewed_.emplace_back(storage, tensor.storage().data());
+      return target;
+    };
+    target_arguments_.clear();
+    target_arguments_.reserve(arguments_.size());
+    for (const c10::IValue& argument : arguments_) {
+      target_arguments_.push_back(mapTensors(argument, view));
+    }
+    target_fresh_.clear();
+    for (const auto& fresh : fresh_) {
+      target_fresh_.push_back(view(fresh.accel));
+    }
+    prepared_ = true;
+  }
+
+  c10::OperatorHandle op_;
+  c10::DispatchKey target_key_;
+  c10::DeviceIndex device_;
+  // The call's arguments as recorded (accel tensors: see heldForReplay),
+  // which keep its memory alive.
+  std::vector<c10::IValue> arguments_;
+  std::vector<RecordedCall::FreshResult> fresh_;
+  bool on_target_;
+  mutable std::string name_;
+  // At the target's level (on_target_): the arguments, the memory fresh
+  // results are copied into, and each accel storage viewed with the memory
+  // its views were made over.
+  std::vector<c10::IValue> target_arguments_;
+  std::vector<at::Tensor> target_fresh_;
+  bool prepared_ = false;
+  std::vector<std::pair<const c10::StorageImpl*, const void*>> viewed_;
+};
+
 void record(
     RecordingCapture& capture,
     const c10::OperatorHandle& op,
@@ -395,16 +528,7 @@ void record(
     capture.record(
         c10::toString(op.operator_name()),
         device,
-        [op, target_key, arguments = std::move(arguments), fresh = std::move(call.fresh_results)] {
-          torch::jit::Stack replay(arguments.begin(), arguments.end());
-          runOnTarget(op, &replay, target_key);
-          for (const auto& result : fresh) {
-            const c10::IValue& value = replay[result.result];
-            const at::Tensor computed = value.isTensor() ? value.toTensor() : value.toTensorList().get(result.position);
-            at::Tensor dst = toTarget(result.accel);
-            dst.copy_(toTarget(computed));
-          }
-        });
+        ReplayedCall(op, target_key, device, std::move(arguments), std::move(call.fresh_results)));
   }
   torch::jit::drop(*stack, count);
   for (auto& result : results) {

@@ -1,3 +1,4 @@
+#include <csrc/python/CapturedCall.h>
 #include <csrc/python/Graphs.h>
 #include <csrc/runtime/Graph.h>
 #include <csrc/runtime/GraphRecording.h>
@@ -69,13 +70,20 @@ void initGraphBindings(py::module& m) {
         call->arguments = std::move(arguments);
         std::string name = py::str(call->function.attr("__name__"));
         capture->record(std::move(name), device, [call] {
-          py::gil_scoped_acquire gil; // replay() runs without it
-          call->function(*call->arguments);
+          py::gil_scoped_acquire gil; // Graph.replay() runs without it
+          // The arguments tuple as recorded: no new one per replay.
+          PyObject* result = PyObject_Call(call->function.ptr(), call->arguments.ptr(), nullptr);
+          if (result == nullptr) {
+            throw py::error_already_set();
+          }
+          Py_DECREF(result);
         });
       },
       py::arg("function"),
       py::arg("arguments"),
       py::arg("device"));
+
+  initCapturedCallBindings(m);
 
   m.def("_graph_pool_handle", [] { return runtime().graphPoolHandle(); });
   m.def("_is_current_stream_capturing", [] {
