@@ -275,14 +275,14 @@ SECTIONS: tuple[Section, ...] = (
             ("streams", "stream and event call latency, accel against cuda", 90, 20),
         )
     ),
-    # Last: the least needed on a GPU. --quick: 5 rounds of its 4 processes with
-    # bytecode cached and 2 compiling torch_accel's sources, not 15 and 7.
+    # Last: the least needed on a GPU. --quick: 3 rounds of its 4 processes with
+    # torch_accel's bytecode cached and 1 of 3 compiling its sources, not 15 and 7.
     Section(
         name="bench-startup",
         step="bench",
         what="import and first-tensor time",
-        limit_s=120,
-        estimate_s=70,
+        limit_s=90,
+        estimate_s=35,
         command=(
             "{python}",
             "benchmarks/run.py",
