@@ -226,7 +226,9 @@ def goal_warnings(section: str, results: dict) -> list[str]:
             if goals["worst"] is not None and row["ratio"] > goals["worst"]:
                 warnings.append(f"{what}: {row['op']} accel/{TARGET} {row['ratio']:.3f} is above the per-op goal {goals['worst']:.2f}")
     if section == "startup" and section in results:
-        added = next(r["added_ms"] for r in results["startup"] if r["what"].startswith("import torch + torch_accel"))
+        # The in-process figure: what torch_accel's import costs, without the
+        # noise of two whole `import torch` of a shared machine around it.
+        added = next(r["added_ms"] for r in results["startup"] if r["what"].startswith("import torch_accel, timed in the process"))
         if added > IMPORT_GOAL_MS:
             warnings.append(f"startup: import torch_accel adds {added:.1f} ms, above its goal {IMPORT_GOAL_MS:.0f} ms")
     return warnings
@@ -469,12 +471,11 @@ def bench_startup(quick: bool) -> list[dict]:
             env["PYTHONDONTWRITEBYTECODE"] = "1"
         return env
 
-    def run(code: str, env: dict) -> tuple[float, float]:
-        # The child prints the wall and CPU (process) seconds of its window;
-        # CPU time is the steadier of the two on a shared machine.
+    def run(code: str, env: dict) -> list[float]:
+        # The child prints the wall and CPU (process) seconds of its window
+        # (of each of its windows); CPU time is the steadier on a shared machine.
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT, env=env).stdout
-        wall, cpu = out.strip().splitlines()[-1].split()
-        return float(wall), float(cpu)
+        return [float(value) for value in out.strip().splitlines()[-1].split()]
 
     def remove_bytecode() -> None:
         for folder, dirs, _ in os.walk(package):
@@ -500,7 +501,12 @@ def bench_startup(quick: bool) -> list[dict]:
     )
     done = "print(time.perf_counter() - t, time.process_time() - c)"
     programs = {
-        "autoload off": (clock + "print(t1 - t, c1 - c)", {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}),
+        # Also times `import torch_accel` itself, in the same process, after
+        # torch: only accel's own work in the window, the steadiest figure.
+        "autoload off": (
+            clock + "import torch_accel; print(t1 - t, c1 - c, time.perf_counter() - t1, time.process_time() - c1)",
+            {"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"},
+        ),
         "no backend": ("import importlib.metadata; " + hide_accel + clock + "assert not hasattr(torch, 'accel'); print(t1 - t, c1 - c)", {}),
         "torch_accel": (clock + "import torch_accel; " + done, {}),
         "first": (
@@ -522,13 +528,15 @@ def bench_startup(quick: bool) -> list[dict]:
             run("import torch, torch_accel; print(0)", env)  # writes torch_accel's __pycache__
         else:
             remove_bytecode()
-        samples: dict[str, list[tuple[float, float]]] = {name: [] for name in programs}
+        samples: dict[str, list[list[float]]] = {name: [] for name in programs}
         for _ in range(repeats[cached]):
             for name, (code, extra) in programs.items():
                 if cached or name != "first":
                     samples[name].append(run(code, dict(env, **extra)))
-        medians[cached] = {name: statistics.median(w for w, _ in times) for name, times in samples.items() if times}
-        cpu_medians[cached] = {name: statistics.median(c for _, c in times) for name, times in samples.items() if times}
+        medians[cached] = {name: statistics.median(t[0] for t in times) for name, times in samples.items() if times}
+        cpu_medians[cached] = {name: statistics.median(t[1] for t in times) for name, times in samples.items() if times}
+        medians[cached]["in process"] = statistics.median(t[2] for t in samples["autoload off"])
+        cpu_medians[cached]["in process"] = statistics.median(t[3] for t in samples["autoload off"])
     rows = []
     for cached, mode in ((True, "bytecode cached"), (False, "sources compiled at import")):
         m, c = medians[cached], cpu_medians[cached]
@@ -548,6 +556,13 @@ def bench_startup(quick: bool) -> list[dict]:
                 "over_autoload_off_ms": (m["torch_accel"] - m["autoload off"]) * 1e3,
                 "cpu_ms": c["torch_accel"] * 1e3,
                 "added_cpu_ms": (c["torch_accel"] - c["no backend"]) * 1e3,
+            },
+            {
+                "what": f"import torch_accel, timed in the process after import torch ({mode})",
+                "ms": m["in process"] * 1e3,
+                "added_ms": m["in process"] * 1e3,
+                "cpu_ms": c["in process"] * 1e3,
+                "added_cpu_ms": c["in process"] * 1e3,
             },
         ]
         if "first" in m:
@@ -751,7 +766,9 @@ def section_markdown(name: str, results: dict) -> list[str]:
         ] + table(rows, columns)
     if name == "startup":
         note = [
-            "Medians over fresh processes. added_ms of torch_accel: over torch with autoload on and no backend found "
+            "Medians over fresh processes. The goal (30 ms) is checked on `import torch_accel` timed in the process right after "
+            "`import torch` (autoload off), bytecode cached: accel's own work only, the steadiest figure. added_ms of "
+            "torch + torch_accel: over torch with autoload on and no backend found "
             "(torch scans the installed entry points whether or not a backend is installed; that scan is the added_ms of "
             "its own row); over_autoload_off_ms: over torch with autoload off; cpu_ms: the process' CPU time in the same window (steadier than wall time on a shared machine). Bytecode cached: torch_accel installed "
             "(its __pycache__ written once); sources compiled at import: PYTHONDONTWRITEBYTECODE=1 without __pycache__.",
