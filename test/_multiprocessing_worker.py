@@ -42,6 +42,12 @@ def serve(requests, replies):
             tensor, event = payload
             event.wait()
             replies.put(tensor.tolist())
+        elif what == "release":
+            # Reads the received tensor, then lets go of it (the received
+            # storage is kept in torch's shared cache only by a weak reference).
+            values = payload.tolist()
+            del payload
+            replies.put(values)
         elif what == "exit":
             # Dies holding the tensor it received, without a clean exit.
             os._exit(3)

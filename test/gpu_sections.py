@@ -275,7 +275,8 @@ SECTIONS: tuple[Section, ...] = (
             ("streams", "stream and event call latency, accel against cuda", 90, 20),
         )
     ),
-    # Last: the least needed on a GPU. --quick: 5 rounds of its 3 processes, not 15.
+    # Last: the least needed on a GPU. --quick: 3 rounds of its 4 processes with
+    # torch_accel's bytecode cached and 1 of 3 compiling its sources, not 15 and 7.
     Section(
         name="bench-startup",
         step="bench",

@@ -19,6 +19,7 @@ seconds each), so the tests share children where they can.
 
 import multiprocessing.reduction
 import os
+import subprocess
 import sys
 import warnings
 
@@ -299,6 +300,60 @@ def test_consumer_that_dies_early_leaves_the_sender_working():
     # The sender's tensor is intact and usable; freeing it frees the memory.
     assert torch.equal(tensor.add(1).cpu(), torch.full((4,), 8.0))
     del tensor
+
+
+def shared_segments():
+    """This process' mappings and descriptors of shared memory segments
+    (torch's names them torch_<pid>_...; unlinked, they read "(deleted)")."""
+    with open("/proc/self/maps") as maps:
+        mapped = sum("/dev/shm/torch_" in line for line in maps)
+    fds = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            fds += "/dev/shm/torch_" in os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            pass  # the descriptor listdir used, closed since
+    return mapped, fds
+
+
+def test_ipc_collect_leaves_nothing_of_memory_every_receiver_released():
+    ctx = mp.get_context("spawn")
+    requests, replies = ctx.Queue(), ctx.Queue()
+    proc = ctx.Process(target=worker.serve, args=(requests, replies))
+    proc.start()
+    try:
+        torch_accel.ipc_collect()
+        before = shared_segments()
+        allocated = torch_accel.memory_allocated()
+        tensor = torch.arange(1024.0, device="accel")
+        requests.put(("release", tensor))
+        assert replies.get(timeout=TIMEOUT_S) == torch.arange(1024.0).tolist()
+        # The consumer released it; this process still holds and uses it.
+        mapped, fds = shared_segments()
+        assert mapped > before[0] and fds > before[1]
+        tensor.add_(1)
+        assert torch.equal(tensor.cpu(), torch.arange(1.0, 1025.0))
+        del tensor
+        torch_accel.ipc_collect()
+        # Nothing of the segment is left here, and accel's memory is as before.
+        assert shared_segments() == before
+        assert torch_accel.memory_allocated() == allocated
+        requests.put(None)
+    finally:
+        join(proc)
+
+
+def test_ipc_collect_initialises_accel_as_cudas_does():
+    # A fresh process: ipc_collect initialises accel (torch.cuda.ipc_collect
+    # initialises CUDA), and with nothing shared it frees nothing.
+    code = (
+        "import torch, torch_accel\n"
+        "assert not torch_accel.is_initialized()\n"
+        "torch.accel.ipc_collect()\n"
+        "assert torch_accel.is_initialized()\n"
+        "assert torch.accel.ipc_collect is torch_accel.ipc_collect\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=TIMEOUT_S)
 
 
 def test_dataloader_workers_return_accel_tensors():

@@ -11,6 +11,7 @@ devices (default 2).
 """
 
 import dataclasses
+import functools
 import sys
 from typing import Any
 
@@ -80,6 +81,7 @@ __all__ = [
     "get_device_name",
     "get_device_properties",
     "init",
+    "ipc_collect",
     "is_available",
     "is_bf16_supported",
     "is_initialized",
@@ -187,42 +189,70 @@ class device_of(device):
         super().__init__(obj.get_device() if obj.device.type == "accel" else -1)
 
 
+def ipc_collect() -> None:
+    r"""Force collects accel memory after it has been released by the processes it was shared with.
+
+    As torch.cuda.ipc_collect: a process that sent accel tensors to others
+    (torch.multiprocessing) keeps their memory, even once it freed them
+    itself, until every receiver released it. This frees the memory of those
+    sent tensors that all receivers have released since, and the reference
+    counting files no longer in use. Useful when the producer process stopped
+    actively sending tensors and wants to release unused memory.
+
+    On the CUDA runtime it collects what torch keeps for CUDA IPC, as
+    torch.cuda.ipc_collect does. On the host runtime shared memory is freed
+    as soon as the last process that holds it releases it, so there is
+    nothing left to collect: it only initialises accel.
+    """
+    _lazy_init()
+    _C._ipc_collect()
+
+
 def synchronize(device: DeviceLike = None) -> None:
     r"""Wait for all work on all streams of an accel device (the current one if None) to complete."""
     _lazy_init()
     _C._synchronize(_get_device_index(device, optional=True))
 
 
-@dataclasses.dataclass(frozen=True)
-class _AccelDeviceProperties:
-    r"""Properties of an accel device, as torch.cuda.get_device_properties reports them."""
+@functools.cache
+def _device_properties_type() -> type:
+    # Made at the first use, not at import: a dataclass generates and compiles
+    # its methods when it is made, which would add about 1.5 ms to
+    # `import torch_accel`. The module __getattr__ also answers its name.
+    @dataclasses.dataclass(frozen=True)
+    class _AccelDeviceProperties:
+        r"""Properties of an accel device, as torch.cuda.get_device_properties reports them."""
 
-    name: str
-    total_memory: int
-    major: int
-    minor: int
-    multi_processor_count: int
-    warp_size: int
-    max_threads_per_block: int
-    max_threads_per_multi_processor: int
-    regs_per_multiprocessor: int
-    shared_memory_per_block: int
-    shared_memory_per_multiprocessor: int
-    L2_cache_size: int
-    uuid: str
+        name: str
+        total_memory: int
+        major: int
+        minor: int
+        multi_processor_count: int
+        warp_size: int
+        max_threads_per_block: int
+        max_threads_per_multi_processor: int
+        regs_per_multiprocessor: int
+        shared_memory_per_block: int
+        shared_memory_per_multiprocessor: int
+        L2_cache_size: int
+        uuid: str
 
-    def __repr__(self) -> str:
-        return (
-            f"_AccelDeviceProperties(name='{self.name}', major={self.major}, minor={self.minor}, "
-            f"total_memory={self.total_memory // (1024 * 1024)}MB, "
-            f"multi_processor_count={self.multi_processor_count})"
-        )
+        def __repr__(self) -> str:
+            return (
+                f"_AccelDeviceProperties(name='{self.name}', major={self.major}, minor={self.minor}, "
+                f"total_memory={self.total_memory // (1024 * 1024)}MB, "
+                f"multi_processor_count={self.multi_processor_count})"
+            )
+
+    _AccelDeviceProperties.__module__ = __name__
+    _AccelDeviceProperties.__qualname__ = "_AccelDeviceProperties"
+    return _AccelDeviceProperties
 
 
-def get_device_properties(device: DeviceLike = None) -> _AccelDeviceProperties:
+def get_device_properties(device: DeviceLike = None) -> "_AccelDeviceProperties":
     r"""Return the properties of an accel device (the current one if None)."""
     _lazy_init()
-    return _AccelDeviceProperties(**_C._get_device_properties(_get_device_index(device, optional=True)))
+    return _device_properties_type()(**_C._get_device_properties(_get_device_index(device, optional=True)))
 
 
 def get_device_name(device: DeviceLike = None) -> str:
@@ -271,6 +301,8 @@ def __getattr__(name: str) -> Any:
     # when it is true). Computed, so that it is also false in a forked child.
     if name == "_initialized":
         return is_initialized()
+    if name == "_AccelDeviceProperties":
+        return _device_properties_type()
     # default_generators is filled in at initialisation (as torch.cuda's).
     if name == "default_generators":
         from . import _lazy

@@ -170,24 +170,14 @@ c10::DispatchKey accelKey(c10::DispatchKey kind) {
   return c10::toRuntimePerBackendFunctionalityKey(kind, c10::BackendComponent::PrivateUse1Bit);
 }
 
+// The fallback for dense accel tensors is registered at load time. Those of
+// the other kinds (quantized, sparse, nested) are registered at accel
+// initialisation, by preferTargetKernels(): a backend fallback updates the
+// dispatch table of every operator (about 3,700), which costs about 3 ms per
+// key, and such tensors only exist once accel is initialised (their data
+// lives in accel memory), so `import torch_accel` does not pay for them.
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(fallbackFor(c10::DispatchKey::Dense));
-}
-
-TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
-  m.fallback(fallbackFor(c10::DispatchKey::Quantized));
-}
-
-TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
-  m.fallback(fallbackFor(c10::DispatchKey::Sparse));
-}
-
-TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) {
-  m.fallback(fallbackFor(c10::DispatchKey::SparseCsr));
-}
-
-TORCH_LIBRARY_IMPL(_, NestedTensorPrivateUse1, m) {
-  m.fallback(fallbackFor(c10::DispatchKey::NestedTensor));
 }
 
 // Operators whose composite kernel PrivateUse1 cannot run: it calls
@@ -309,6 +299,10 @@ void preferTargetKernels() {
       const c10::DispatchKey target_key =
           kind == c10::DispatchKey::Dense ? targetDispatchKey() : targetDispatchKey(kind);
       static std::deque<torch::Library> libraries;
+      if (kind != c10::DispatchKey::Dense) {
+        // The kind's fallback (the dense one is registered at load time).
+        libraries.emplace_back(torch::Library::IMPL, "_", accel_key, __FILE__, __LINE__).fallback(fallbackFor(kind));
+      }
       auto& library = libraries.emplace_back(torch::Library::IMPL, "aten", accel_key, __FILE__, __LINE__);
       for (const auto& name : names) {
         if (name.getNamespace() != std::optional<std::string_view>("aten")) {

@@ -66,6 +66,14 @@ void initMultiprocessingBindings(py::module& m) {
   // A storage received again (or sent back to its sender), already mapped
   // here: orders accel:`device`'s current stream after the sender's work and
   // releases what the sender counted for this message.
+  // torch.accel.ipc_collect: frees the memory this process shared that all
+  // its receivers released, where the runtime keeps it for them.
+  m.def("_ipc_collect", [] {
+    checkNotInBadFork();
+    py::gil_scoped_release no_gil;
+    runtime().collectSharedMemory();
+  });
+
   m.def("_reuse_shared_storage", [](const py::bytes& runtime_handle, uint64_t nbytes, int64_t device) {
     checkNotInBadFork();
     checkDeviceIndex(device);

@@ -2,6 +2,7 @@
 // (is the backend built/available, which device owns a pointer, lazy init)
 // without knowing about torch_accel. Registered once, at load time.
 
+#include <csrc/aten/AliasFallback.h>
 #include <csrc/aten/StorageResize.h>
 #include <csrc/runtime/AccelGenerator.h>
 #include <csrc/runtime/Runtime.h>
@@ -20,6 +21,9 @@ const c10::impl::DeviceGuardImplInterface& guard() {
 struct AccelHooks final : public at::PrivateUse1HooksInterface {
   void init() const override {
     initializeRuntime();
+    // The fallbacks of the other tensor kinds and the routing to the target's
+    // kernels, also where C++ initialises accel before torch.accel does.
+    preferTargetKernels();
   }
 
   bool isBuilt() const override {

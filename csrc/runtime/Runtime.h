@@ -143,6 +143,12 @@ public:
   // message.
   virtual void reuseSharedStorage(const SharedStorageHandle& handle, c10::DeviceIndex device) const = 0;
 
+  // Frees the memory this process shared that it keeps only because other
+  // processes might still use it, where every one of them has released it
+  // since (torch.accel.ipc_collect). A runtime whose shared memory is freed
+  // as soon as its last user releases it has nothing to collect.
+  virtual void collectSharedMemory() const = 0;
+
   // --- Interprocess events (torch.accel.Event(interprocess=True)) ---------
   //
   // Raw events as the event functions of DeviceGuardImplInterface take them

@@ -285,6 +285,10 @@ public:
     reuseCudaSharedStorage(handle, device);
   }
 
+  void collectSharedMemory() const override {
+    collectCudaSharedMemory();
+  }
+
   // CUDA's interprocess events, as torch.cuda.Event(interprocess=True) makes
   // them (CUDA requires them not to measure time).
   void* createInterprocessEvent(c10::DeviceIndex device, bool blocking) const override {

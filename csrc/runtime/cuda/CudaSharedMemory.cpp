@@ -305,6 +305,15 @@ c10::DataPtr openCudaSharedStorage(const SharedStorageHandle& handle, c10::Devic
   return c10::DataPtr(data, received.release(), &releaseReceivedMemory, c10::Device(kAccel, device));
 }
 
+void collectCudaSharedMemory() {
+  // A storage freed here while receivers still held its memory went to
+  // torch's limbo of sent data (shareCudaStorage puts every sent storage
+  // behind torch's sent data). torch frees the blocks there whose counter
+  // slots all receivers released, and the counter files with no slot in use:
+  // torch.cuda.ipc_collect's work, which covers accel's sent memory too.
+  torch::CudaIPCCollect();
+}
+
 void reuseCudaSharedStorage(const SharedStorageHandle& handle, c10::DeviceIndex device) {
   const Message message = decode(handle);
   if (message.sender != processToken()) {

@@ -15,4 +15,8 @@ SharedStorageHandle shareCudaStorage(c10::StorageImpl& storage);
 c10::DataPtr openCudaSharedStorage(const SharedStorageHandle& handle, c10::DeviceIndex device);
 void reuseCudaSharedStorage(const SharedStorageHandle& handle, c10::DeviceIndex device);
 
+// Runtime::collectSharedMemory: the sent memory that torch keeps for its
+// receivers (cuda's and accel's alike) and that they all released.
+void collectCudaSharedMemory();
+
 } // namespace torch_accel

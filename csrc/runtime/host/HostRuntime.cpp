@@ -366,6 +366,12 @@ public:
     // mappings: a message holds nothing more.
   }
 
+  void collectSharedMemory() const override {
+    // Nothing is kept for receivers: a shared segment lives while any process
+    // maps it or holds a descriptor of it, and the kernel frees it when the
+    // last one lets go (see HostSharedMemory.cpp).
+  }
+
   // accelrt's work is complete when queued (see above), so an interprocess
   // event is complete in every process that opens it: its handle only
   // identifies an accel host-runtime event (the size of CUDA's, so that
