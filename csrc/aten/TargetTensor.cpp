@@ -47,16 +47,9 @@ at::Tensor withViewMetadata(c10::intrusive_ptr<c10::TensorImpl> impl, const at::
   return at::Tensor(std::move(impl));
 }
 
-// targetDevice(), inline: every target view asks it. The target device type
-// is fixed for the process, as the runtime is.
-c10::Device viewDevice(c10::DeviceIndex device) {
-  static const c10::DeviceType type = runtime().targetType();
-  return type == c10::DeviceType::CPU ? c10::Device(type) : c10::Device(type, device);
-}
-
 // The DataPtr of a target tensor that owns nothing.
 c10::DataPtr borrowedData(void* data, c10::DeviceIndex device) {
-  return c10::DataPtr(data, viewDevice(device));
+  return c10::DataPtr(data, targetDevice(device));
 }
 
 void releaseStorage(void* storage) {
@@ -67,7 +60,7 @@ void releaseStorage(void* storage) {
 c10::DataPtr retainingData(const c10::Storage& storage, c10::DeviceIndex device) {
   c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
   c10::raw::intrusive_ptr::incref(impl);
-  return c10::DataPtr(const_cast<void*>(storage.data()), impl, &releaseStorage, viewDevice(device));
+  return c10::DataPtr(const_cast<void*>(storage.data()), impl, &releaseStorage, targetDevice(device));
 }
 
 // Target views of accel tensors are made and dropped on every operator call,

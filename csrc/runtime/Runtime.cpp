@@ -152,7 +152,8 @@ TargetAllocationsAreAccel::~TargetAllocationsAreAccel() {
 }
 
 c10::Device targetDevice(c10::DeviceIndex index) {
-  const auto type = runtime().targetType();
+  // Fixed for the process, as the runtime is; every target view asks.
+  static const auto type = runtime().targetType();
   // CPU is a single device and takes no index.
   return type == c10::DeviceType::CPU ? c10::Device(type) : c10::Device(type, index);
 }
