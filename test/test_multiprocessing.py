@@ -51,6 +51,15 @@ def join(*procs, expect_exitcode=0):
     assert [proc.exitcode for proc in procs] == [expect_exitcode] * len(procs)
 
 
+def start_serving_child():
+    """A spawned child running worker.serve: (requests, replies, process)."""
+    ctx = mp.get_context("spawn")
+    requests, replies = ctx.Queue(), ctx.Queue()
+    proc = ctx.Process(target=worker.serve, args=(requests, replies))
+    proc.start()
+    return requests, replies, proc
+
+
 # --- In this process: the reduction itself ------------------------------------------
 
 
@@ -245,10 +254,7 @@ def test_process_argument_is_the_senders_memory(two_devices):
 
 
 def test_queue_round_trips_and_ownership():
-    ctx = mp.get_context("spawn")
-    requests, replies = ctx.Queue(), ctx.Queue()
-    proc = ctx.Process(target=worker.serve, args=(requests, replies))
-    proc.start()
+    requests, replies, proc = start_serving_child()
     try:
         # There and back: the child sees the values; what comes back is this
         # process' own storage.
@@ -288,10 +294,7 @@ def test_queue_round_trips_and_ownership():
 
 
 def test_consumer_that_dies_early_leaves_the_sender_working():
-    ctx = mp.get_context("spawn")
-    requests, replies = ctx.Queue(), ctx.Queue()
-    proc = ctx.Process(target=worker.serve, args=(requests, replies))
-    proc.start()
+    requests, replies, proc = start_serving_child()
     tensor = torch.full((4,), 7.0, device="accel")
     requests.put(("echo", tensor))
     replies.get(timeout=TIMEOUT_S)
@@ -317,10 +320,7 @@ def shared_segments():
 
 
 def test_ipc_collect_leaves_nothing_of_memory_every_receiver_released():
-    ctx = mp.get_context("spawn")
-    requests, replies = ctx.Queue(), ctx.Queue()
-    proc = ctx.Process(target=worker.serve, args=(requests, replies))
-    proc.start()
+    requests, replies, proc = start_serving_child()
     try:
         torch_accel.ipc_collect()
         before = shared_segments()
