@@ -916,7 +916,7 @@ def main() -> int:
         "--run-id",
         default=None,
         help="sections run by separate processes of one run share an id: each adds its own to the results file "
-        "that an earlier process of the same run wrote (test/gpu_report.py runs one section per process)",
+        "that an earlier process of the same run wrote (tools/gpu/gpu_report.py runs one section per process)",
     )
     parser.add_argument("--no-history", action="store_true", help=f"do not add this run to {HISTORY}")
     parser.add_argument(
