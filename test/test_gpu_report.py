@@ -414,18 +414,23 @@ def test_required_modules_cover_what_the_suite_imports():
     imports them."""
     from packaging.utils import canonicalize_name
 
+    # Every Python file of these folders, subfolders (benchmarks/sections/) included.
+    sources = [
+        os.path.join(path, name)
+        for d in ("test", "benchmarks", "tools/gpu")
+        for path, _, names in os.walk(os.path.join(ROOT, d))
+        for name in names
+        if name.endswith(".py")
+    ]
     local = {os.path.splitext(n)[0] for d in ("test", "benchmarks", "tools/gpu") for n in os.listdir(os.path.join(ROOT, d))}
     local |= {"torch_accel"}
     imports = set()
-    for folder in ("test", "benchmarks", "tools/gpu"):
-        for name in os.listdir(os.path.join(ROOT, folder)):
-            if not name.endswith(".py"):
-                continue
-            for node in ast.walk(ast.parse(open(os.path.join(ROOT, folder, name)).read())):
-                if isinstance(node, ast.Import):
-                    imports |= {alias.name for alias in node.names}
-                elif isinstance(node, ast.ImportFrom) and node.level == 0:
-                    imports.add(node.module)
+    for source in sources:
+        for node in ast.walk(ast.parse(open(source).read())):
+            if isinstance(node, ast.Import):
+                imports |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                imports.add(node.module)
     for module in sorted(imports):
         if module.split(".")[0] not in local and module.split(".")[0] not in sys.stdlib_module_names:
             importlib.import_module(module)
