@@ -89,7 +89,7 @@ bench: install
 
 lint: install
 	find csrc third_party/accelrt -name '*.cpp' -o -name '*.h' | xargs clang-format --dry-run --Werror
-	$(PY) -m compileall -q torch_accel test benchmarks
+	$(PY) -m compileall -q torch_accel test benchmarks tools
 
 # Sanitizers: accelrt's unit tests under its own `make asan`, then the extension
 # (accelrt linked in) built with TORCH_ACCEL_SANITIZE=1 (setup.py) and the tests
@@ -146,7 +146,7 @@ asan: install
 # gpu-wheels`, where pip reaches PyPI), installed into .venv offline
 # (--force-reinstall: the wheelhouse's versions go into .venv even where the
 # image has others, which pip leaves alone as they are outside .venv).
-# test/gpu_report.py runs the sections of test/gpu_sections.py (dependencies,
+# tools/gpu/gpu_report.py runs the sections of tools/gpu/gpu_sections.py (dependencies,
 # build, then the steps asked for), each with its own time limit, within a
 # whole-run deadline (GPU_TEST_DEADLINE seconds from the start of this target;
 # 0: none), and writes test/reports/gpu-test[-STEPS].md as it goes.
@@ -164,11 +164,11 @@ gpu-test:
 	  echo "installing $(WHEELHOUSE)/ offline: $$(cd $(WHEELHOUSE) && echo *.whl)"; \
 	  $(PY) -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --force-reinstall $(WHEELHOUSE)/*.whl; \
 	fi; \
-	TORCH_ACCEL_RUNTIME=cuda $(PY) test/gpu_report.py --started $$started --deadline $(GPU_TEST_DEADLINE) \
+	TORCH_ACCEL_RUNTIME=cuda $(PY) tools/gpu/gpu_report.py --started $$started --deadline $(GPU_TEST_DEADLINE) \
 	  --steps $(GPU_TEST_STEPS) --sections "$(GPU_TEST_SECTIONS)" \
 	  --pytest-args="$(PYTEST_ARGS)" --bench-args="$(BENCH_ARGS)" $(GPU_TEST_ARGS)
 
-# The build section of gpu-test (test/gpu_report.py runs it), against whatever
+# The build section of gpu-test (tools/gpu/gpu_report.py runs it), against whatever
 # torch $(PY) has. The GPU image's default compiler (CXX=/opt/gcc/bin/g++)
 # links libstdc++ statically; _C then carries its own iostream facets, which
 # clash with the libstdc++ torch loaded and crash the first error message that

@@ -210,8 +210,8 @@ def test_a_negative_index_names_no_device(index):
 
 def test_an_index_beyond_int8_fails_in_torch_accelerator_itself():
     # torch._C._accelerator_* take a c10::DeviceIndex: PyTorch's pybind11
-    # rejects 2**40 before accel is reached, for cuda as for accel (see the
-    # README's known limitations); the current device stays.
+    # rejects 2**40 before accel is reached, for cuda as for accel (see
+    # docs/known-limitations.md); the current device stays.
     for call in (A.set_device_index, A.current_stream, A.synchronize):
         with pytest.raises(TypeError, match="incompatible function arguments"):
             call(2**40)

@@ -4,7 +4,7 @@ on cuda, on both runtimes.
 - New memory reads NaN (floating, complex) or the dtype's maximum (integers,
   bool True) with torch.utils.deterministic.fill_uninitialized_memory (the
   default): the empty factories and resize_ growth fill as the target fills,
-  and set_ growth is filled too (cuda leaves it as it is: see the README).
+  and set_ growth is filled too (cuda leaves it as it is: see docs/alias-fallback.md).
 - Operators that CUDA's kernels mark nondeterministic raise CUDA's alert (an
   error, or a warning with warn_only=True) with CUDA's caller name; those CUDA
   makes deterministic instead run (the cases: _deterministic_cases.py, with

@@ -289,7 +289,7 @@ def test_torch_device_index_limits():
     # string index that does not parse is an error; an int index is narrowed
     # to c10::DeviceIndex (int8) without a check, as for cuda, so a wrapped
     # negative index is reported when used, and one that wraps onto an
-    # existing device cannot be told apart (see the README's known limitations).
+    # existing device cannot be told apart (see docs/known-limitations.md).
     with pytest.raises(RuntimeError, match="Could not parse device index"):
         torch.device(f"accel:{10**12}")
     with pytest.raises(RuntimeError, match="Device index must not be negative"):

@@ -24,8 +24,8 @@ that of the kernels it reaches.
   their inner calls are watched too), and each kernel call that mixes accel and
   CPU tensors must be refused by accel exactly when the rule refuses it. CPU
   scalars are accepted there by every kernel; a CUDA kernel without
-  TensorIterator's CPU-scalar allowance refuses some (see the README's known
-  limitations).
+  TensorIterator's CPU-scalar allowance refuses some (see
+  docs/known-limitations.md).
 - CUDA runtime: the oracle is cuda itself: the same mixed call on cuda
   tensors must be refused exactly when accel's is.
 

@@ -618,7 +618,7 @@ def test_attention_runs_the_targets_fused_kernels(dtype, head_dim, target):
         for a, t in zip(accel, reference):
             assert_bitwise(a.grad, t.grad, target)
         return
-    # A CUDA backward cannot run in this process (README, Known limitations):
+    # A CUDA backward cannot run in this process (docs/known-limitations.md):
     # the reference is the math definition in float64 on the CPU.
     reference64 = [t.detach().cpu().double().requires_grad_() for t in accel]
     expected = sdpa(*reference64, is_causal=True)
@@ -730,7 +730,7 @@ def test_attention_on_a_mocked_cuda_target_takes_cudas_flash_branch(stub_librari
 def test_ops_with_composite_and_target_kernels_run_the_targets(target):
     # mish's backward has a target kernel and a decomposition; accel runs the
     # kernel. The reference calls that kernel directly: a cuda backward cannot
-    # run in a process with accel (README, Known limitations).
+    # run in a process with accel (docs/known-limitations.md).
     x = torch.randn(64, device=target)
     xa = x.to("accel").requires_grad_()
     torch.nn.functional.mish(xa).sum().backward()

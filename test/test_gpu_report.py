@@ -1,8 +1,8 @@
-"""test/gpu_report.py, the GPU run's section runner, tested without a GPU: fake
+"""tools/gpu/gpu_report.py, the GPU run's section runner, tested without a GPU: fake
 sections (a table written here) that pass, fail, hang, crash, have a collection
 error, collect nothing or name a missing file; a missing dependency; the
 whole-run deadline; the report present and current while sections run; what
-comes back under $OUT. Then the real table (test/gpu_sections.py) and the
+comes back under $OUT. Then the real table (tools/gpu/gpu_sections.py) and the
 wheelhouse list (requirements-gpu.txt) against the suite."""
 
 import ast
@@ -19,7 +19,8 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
+TOOLS = os.path.join(ROOT, "tools", "gpu")
+sys.path.insert(0, TOOLS)
 
 import gpu_report  # noqa: E402
 import gpu_sections  # noqa: E402
@@ -102,7 +103,7 @@ def run_report(tmp_path, table: str, *args: str, timeout: float = 120) -> tuple[
     out = tmp_path / "out"
     out.mkdir(exist_ok=True)
     report = tmp_path / "reports" / "report.md"
-    cmd = [sys.executable, os.path.join(HERE, "gpu_report.py"), "--table", table, "--output", str(report)]
+    cmd = [sys.executable, os.path.join(TOOLS, "gpu_report.py"), "--table", table, "--output", str(report)]
     cmd += ["--results-dir", str(tmp_path / "results"), *args]
     proc = subprocess.run(cmd, env=dict(os.environ, OUT=str(out)), capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     text = report.read_text() if report.exists() else ""
@@ -413,18 +414,23 @@ def test_required_modules_cover_what_the_suite_imports():
     imports them."""
     from packaging.utils import canonicalize_name
 
-    local = {os.path.splitext(n)[0] for d in ("test", "benchmarks") for n in os.listdir(os.path.join(ROOT, d))}
+    # Every Python file of these folders, subfolders (benchmarks/sections/) included.
+    sources = [
+        os.path.join(path, name)
+        for d in ("test", "benchmarks", "tools/gpu")
+        for path, _, names in os.walk(os.path.join(ROOT, d))
+        for name in names
+        if name.endswith(".py")
+    ]
+    local = {os.path.splitext(n)[0] for d in ("test", "benchmarks", "tools/gpu") for n in os.listdir(os.path.join(ROOT, d))}
     local |= {"torch_accel"}
     imports = set()
-    for folder in ("test", "benchmarks"):
-        for name in os.listdir(os.path.join(ROOT, folder)):
-            if not name.endswith(".py"):
-                continue
-            for node in ast.walk(ast.parse(open(os.path.join(ROOT, folder, name)).read())):
-                if isinstance(node, ast.Import):
-                    imports |= {alias.name for alias in node.names}
-                elif isinstance(node, ast.ImportFrom) and node.level == 0:
-                    imports.add(node.module)
+    for source in sources:
+        for node in ast.walk(ast.parse(open(source).read())):
+            if isinstance(node, ast.Import):
+                imports |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                imports.add(node.module)
     for module in sorted(imports):
         if module.split(".")[0] not in local and module.split(".")[0] not in sys.stdlib_module_names:
             importlib.import_module(module)
@@ -446,7 +452,7 @@ def test_required_modules_cover_what_the_suite_imports():
             needed.add(top)
     assert "expecttest" in needed  # what the GPU image lacked: torch.testing._internal imports it
     missing = needed - set(gpu_sections.REQUIRED_MODULES)
-    assert not missing, f"add to REQUIRED_MODULES in test/gpu_sections.py (and to requirements-gpu.txt if the GPU image lacks them): {missing}"
+    assert not missing, f"add to REQUIRED_MODULES in tools/gpu/gpu_sections.py (and to requirements-gpu.txt if the GPU image lacks them): {missing}"
 
 
 def test_wheelhouse_pins_the_versions_tested_here():
@@ -463,7 +469,7 @@ def test_wheelhouse_pins_the_versions_tested_here():
 
 
 def test_list_prints_the_table():
-    proc = subprocess.run([sys.executable, os.path.join(HERE, "gpu_report.py"), "--list"], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, os.path.join(TOOLS, "gpu_report.py"), "--list"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     for s in gpu_sections.SECTIONS:
         assert f"| {s.name} | {s.step} | {s.limit_s} s | {s.estimate_s} s |" in proc.stdout

@@ -214,7 +214,7 @@ def test_cpu_only_profile_has_no_accel_time():
 
 def test_same_operators_as_on_the_target(target):
     # Forward only: CUDA backward cannot run next to accel in one process
-    # (see README, "CUDA autograd next to accel").
+    # (see docs/known-limitations.md, "CUDA autograd next to accel").
     def forward(device):
         net = model().to(device)
         a = torch.randn(64, 64).to(device)

@@ -105,5 +105,5 @@ def test_gpu_job_uploads_the_report_whatever_the_outcome():
     for path in ("test/reports/gpu-test*.md", "benchmarks/results/cuda-*", "build/gpu-test/*.log"):
         assert path in upload
     # The labels are documented where users look for them.
-    readme = open(os.path.join(ROOT, "README.md")).read()
-    assert "self-hosted, linux, x64, gpu" in readme
+    guide = open(os.path.join(ROOT, "docs", "gpu-runs.md")).read()
+    assert "self-hosted, linux, x64, gpu" in guide

@@ -1,14 +1,14 @@
 """The GPU run: `make gpu-test` calls this on a GPU machine (TORCH_ACCEL_RUNTIME=cuda).
 
-It runs the sections of test/gpu_sections.py (dependencies, build, then the
+It runs the sections of tools/gpu/gpu_sections.py (dependencies, build, then the
 sections of the steps asked for), each in its own process group with its own
 time limit, within a whole-run deadline, and writes a Markdown report at the
 start and again whenever a section starts or ends:
 
-  python test/gpu_report.py [--steps all|core,compile,...] [--sections NAME,...]
-                            [--deadline SECONDS] [--started EPOCH] [--output REPORT]
-                            [--pytest-args "..."] [--bench-args "..."] [--results-dir DIR]
-                            [--table FILE] [--list]
+  python tools/gpu/gpu_report.py [--steps all|core,compile,...] [--sections NAME,...]
+                                 [--deadline SECONDS] [--started EPOCH] [--output REPORT]
+                                 [--pytest-args "..."] [--bench-args "..."] [--results-dir DIR]
+                                 [--table FILE] [--list]
 
 Made for the device tool, whose commands are killed after 10 minutes and which
 returns at most 8 files, from $OUT only. Where $OUT is set, the log of all
@@ -44,9 +44,10 @@ import traceback
 from dataclasses import dataclass, field
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+ROOT = os.path.dirname(os.path.dirname(HERE))
 RESULTS_DIR = os.path.join(ROOT, "benchmarks", "results")
-REPORTS_DIR = os.path.join(HERE, "reports")
+# The reports are the test suite's results on a GPU: they stay beside the tests.
+REPORTS_DIR = os.path.join(ROOT, "test", "reports")
 GPU_REQUIREMENTS = os.path.join(ROOT, "requirements-gpu.txt")
 
 KILL_GRACE_S = 5  # between SIGTERM and SIGKILL to a section's process group
@@ -173,7 +174,7 @@ class Run:
             proc.wait(timeout=limit)
         except subprocess.TimeoutExpired:
             timed_out = True
-            # pytest sections dump their Python stacks on SIGUSR1 (_gpu_results_plugin);
+            # pytest sections dump their Python stacks on SIGUSR1 (gpu_results_plugin);
             # a process that does not handle it ends, as all of them are about to.
             self.signal_group(proc.pid, signal.SIGUSR1)
             time.sleep(STACK_DUMP_WAIT_S)
@@ -264,7 +265,7 @@ class Run:
             return None, missing
         events = os.path.join(self.work_dir, section.name + ".events")
         test_timeout = section.test_timeout_s or max(10, min(180, section.limit_s - 15))
-        argv = [sys.executable, "-m", "pytest", *present, "-p", "_gpu_results_plugin", f"--gpu-results={events}"]
+        argv = [sys.executable, "-m", "pytest", *present, "-p", "gpu_results_plugin", f"--gpu-results={events}"]
         argv += ["-p", "no:cacheprovider", "-v", "--tb=short", "-rfE", "--continue-on-collection-errors"]
         argv += [f"--timeout={test_timeout}"]
         if section.k:
@@ -422,7 +423,7 @@ class Run:
                 table.Section(
                     name="unassigned",
                     step=table.STEPS[0],
-                    what="test files that no section names (add them to test/gpu_sections.py)",
+                    what="test files that no section names (add them to tools/gpu/gpu_sections.py)",
                     limit_s=300,
                     estimate_s=60,
                     tests=tuple(unassigned),
@@ -616,7 +617,7 @@ def shorten_argv(argv: list[str]) -> list[str]:
     for word in argv:
         if word.startswith("--gpu-results="):
             continue
-        if word == "_gpu_results_plugin" and out and out[-1] == "-p":
+        if word == "gpu_results_plugin" and out and out[-1] == "-p":
             out.pop()
             continue
         out.append("python" if word == sys.executable else word)

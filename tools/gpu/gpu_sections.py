@@ -1,4 +1,4 @@
-"""The sections of a GPU run (`make gpu-test`, test/gpu_report.py): what each one
+"""The sections of a GPU run (`make gpu-test`, tools/gpu/gpu_report.py): what each one
 runs, its time limit and the step it belongs to. This table is data: extend it
 when a test file or a benchmark is added.
 

@@ -1,4 +1,4 @@
-"""pytest plugin of test/gpu_report.py (loaded with ``-p _gpu_results_plugin
+"""pytest plugin of tools/gpu/gpu_report.py (loaded with ``-p gpu_results_plugin
 --gpu-results FILE``): writes one JSON line per event to FILE as it happens, so
 that a section killed at its time limit, or crashed, still tells which tests
 ran, how they ended and which ones were running.
