@@ -17,7 +17,7 @@ import functools
 import threading
 import traceback
 from collections.abc import Callable
-from typing import Any, NamedTuple, Optional, Union
+from typing import Any, Optional, Union
 
 import torch
 
@@ -135,18 +135,29 @@ def _target_device_type() -> str:
     return _C._target_device_type()
 
 
-class Capabilities(NamedTuple):
-    """What the runtime backing accel can do, for the code above it that must choose."""
+class Capabilities:
+    """What the runtime backing accel can do, for the code above it that must choose.
 
-    # Accel memory is host memory: host code (Inductor's C++ kernels, Triton's
-    # interpreter) reads and writes it directly.
-    host_memory: bool
-    # The kernels Inductor generates for accel unless told otherwise
-    # (TORCH_ACCEL_INDUCTOR): its kernels for the target, "cpp" or "triton".
-    inductor_kernels: str
-    # Triton compiles kernels for accel's devices and launches them there
-    # (otherwise only Triton's interpreter runs Triton kernels, on host memory).
-    compiles_triton: bool
+    (A plain class: a NamedTuple or a dataclass would cost a few hundred
+    microseconds of ``import torch_accel``.)
+    """
+
+    __slots__ = ("host_memory", "inductor_kernels", "compiles_triton")
+
+    def __init__(self, *, host_memory: bool, inductor_kernels: str, compiles_triton: bool) -> None:
+        # Accel memory is host memory: host code (Inductor's C++ kernels,
+        # Triton's interpreter) reads and writes it directly.
+        self.host_memory = host_memory
+        # The kernels Inductor generates for accel unless told otherwise
+        # (TORCH_ACCEL_INDUCTOR): its kernels for the target, "cpp" or "triton".
+        self.inductor_kernels = inductor_kernels
+        # Triton compiles kernels for accel's devices and launches them there
+        # (otherwise only Triton's interpreter runs Triton kernels, on host memory).
+        self.compiles_triton = compiles_triton
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"Capabilities({fields})"
 
 
 # By target device type: accel memory is the target's memory and accel's

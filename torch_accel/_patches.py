@@ -30,7 +30,7 @@ import importlib
 import inspect
 import sys
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 # The code each patch adapts, with the sha256 of its torch 2.11.0 (Triton 3.6)
 # source. By the module that patches it.
@@ -74,12 +74,18 @@ SOURCE_SHA256 = {
 }
 
 
-class Patch(NamedTuple):
+class Patch:
     """A patch: the qualified names of the code it adapts, and the function that
     installs it, called once with their originals (by ``apply``)."""
 
-    names: tuple[str, ...]
-    install: Callable[..., None]
+    __slots__ = ("names", "install")
+
+    def __init__(self, names: tuple[str, ...], install: Callable[..., None]) -> None:
+        self.names = names
+        self.install = install
+
+    def __repr__(self) -> str:
+        return f"<patch {self.install.__module__}.{self.install.__qualname__} of {', '.join(self.names)}>"
 
 
 # Every declared patch, by each name it adapts.

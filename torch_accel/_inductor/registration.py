@@ -34,25 +34,20 @@ exist, and accel has no C++ wrapper (``CppWrapperCodegen`` is None: cpp_wrapper
 and AOTInductor do not know the accel device), so it leaves accel's own
 registration in place. test_compile checks that it does.
 
-This module imports Inductor and the patch modules only inside its functions:
-importing it is free.
+This module imports Inductor, codegen_config and the patch modules only
+inside its functions: importing it, at ``import torch_accel``, is free.
 """
 
 import functools
 import os
 import sys
-from typing import NamedTuple, Optional
+from typing import TYPE_CHECKING, NamedTuple, Optional
 
 from .. import _patches
-from .codegen_config import (
-    DEVICE_TYPE,
-    KERNELS,
-    MODE_VARIABLE,
-    CodegenConfig,
-    codegen_config,
-    generates_triton,
-    set_registered,
-)
+from .._core import DEVICE_TYPE
+
+if TYPE_CHECKING:
+    from .codegen_config import CodegenConfig
 
 
 class InductorBackend(NamedTuple):
@@ -81,6 +76,8 @@ def backend_for(kernels: str) -> InductorBackend:
         from torch._inductor.codegen.triton import TritonScheduling
 
         return InductorBackend(TritonScheduling, AccelWrapperCodegen, None, WrapperFxCodegen)
+    from .codegen_config import KERNELS
+
     raise ValueError(f"accel has no Inductor backend generating {kernels!r} kernels; expected one of {KERNELS}")
 
 
@@ -95,8 +92,11 @@ def prepare_triton_interpreter() -> None:
     Triton). So it must be set before Triton is imported, which the
     registration of accel's backend (at the first compile) is too late for.
     """
-    if os.environ.get(MODE_VARIABLE) != "triton" or "triton" in sys.modules:
+    # codegen_config.MODE_VARIABLE, read without importing it.
+    if os.environ.get("TORCH_ACCEL_INDUCTOR") != "triton" or "triton" in sys.modules:
         return
+    from .codegen_config import codegen_config
+
     try:
         config = codegen_config()
     except (ValueError, RuntimeError):
@@ -107,6 +107,8 @@ def prepare_triton_interpreter() -> None:
 
 def _check_triton_interpreter() -> None:
     """Triton's interpreter runs the kernels of this process (see prepare_triton_interpreter)."""
+    from .codegen_config import MODE_VARIABLE
+
     value = os.environ.get("TRITON_INTERPRET", "")
     if value != "1":
         raise ValueError(
@@ -135,17 +137,20 @@ def join_gpu_types() -> None:
     """Once torch._inductor.utils has executed: where accel's kernels are
     Triton's (the CUDA runtime, or TORCH_ACCEL_INDUCTOR=triton), accel is one
     of Inductor's GPU types (see backend_choice.gpu_types)."""
+    from .codegen_config import generates_triton
+
     if generates_triton():
         from . import backend_choice
 
         _patches.apply(backend_choice.gpu_types)
 
 
-def _apply_inductor_patches(config: CodegenConfig) -> None:
+def _apply_inductor_patches(config: "CodegenConfig") -> None:
     """The patches of Inductor for accel's backend registering with ``config``
     (each applied once per process; the patches read ``config`` through
     codegen_config.registered())."""
     from . import backend_choice, convolution, device_properties, graphs, lowering
+    from .codegen_config import set_registered
 
     set_registered(config)
     _patches.apply(
@@ -180,7 +185,7 @@ def _apply_inductor_patches(config: CodegenConfig) -> None:
         )
 
 
-def register(config: CodegenConfig) -> InductorBackend:
+def register(config: "CodegenConfig") -> InductorBackend:
     """Register Inductor's backend for accel as ``config`` says; returns what was registered."""
     from torch._inductor.codegen.common import (
         get_device_op_overrides,
@@ -230,6 +235,8 @@ def _backend_reporting(error: Exception) -> InductorBackend:
 @functools.cache
 def inductor_backend() -> InductorBackend:
     """Register accel's backend for this process's configuration, once, and return it."""
+    from .codegen_config import codegen_config
+
     try:
         config = codegen_config()
     except (ValueError, RuntimeError) as error:  # a bad TORCH_ACCEL_INDUCTOR or TORCH_ACCEL_RUNTIME
