@@ -11,7 +11,9 @@
 #                  writing test/reports/gpu-test[-STEPS].md (GPU_TEST_STEPS=core ...)
 #   make gpu-wheels  (here, with PyPI) the wheels gpu-test needs and the GPU image lacks
 #   make bench     benchmarks/ (accel against its target, ratios; BENCH_ARGS=--quick ...)
-#   make lint      C++ formatting (.clang-format) and Python syntax
+#   make lint      C++ formatting (.clang-format), Python syntax, and the package's
+#                  structure (tools/check_package.py: no import circle, no import
+#                  of the package face from inside, no patch outside the registry)
 #   make asan      accelrt's unit tests and part of the pytest suite with the
 #                  extension and accelrt under AddressSanitizer + UBSan (build/asan/)
 
@@ -90,6 +92,7 @@ bench: install
 lint: install
 	find csrc third_party/accelrt -name '*.cpp' -o -name '*.h' | xargs clang-format --dry-run --Werror
 	$(PY) -m compileall -q torch_accel test benchmarks tools
+	$(PY) tools/check_package.py torch_accel
 
 # Sanitizers: accelrt's unit tests under its own `make asan`, then the extension
 # (accelrt linked in) built with TORCH_ACCEL_SANITIZE=1 (setup.py) and the tests

@@ -86,7 +86,7 @@ CASES = {
     "module": (lambda m, x: m(x), lambda: [_mlp(), _randn(6, 12)], 0),
     "training_step": (_train_step, lambda: [_mlp(), _randn(6, 12), _randn(6, 5, seed=1)], 0),
     "transformer_block": (_train_step, lambda: [_transformer_block(), _randn(2, 8, 16), _randn(2, 8, 16, seed=1)], 0),
-    # Inductor's cuda choices (see _inductor_patches):
+    # Inductor's cuda choices (see torch_accel/_inductor/lowering.py):
     # rows reduced in a loop (not a persistent reduction, see CONFIG): the online softmax
     "online_softmax": (lambda x: torch.softmax(x, -1), lambda: [_randn(4, 100)], 0),
     # a layer norm's backward reduces rows (input gradient) and columns (weight, bias gradients)

@@ -73,7 +73,7 @@ def test_backend_registered_for_the_runtime():
     from torch._inductor.codegen.cpp import CppScheduling
     from torch._inductor.codegen.triton import TritonScheduling
 
-    from torch_accel._inductor_codegen import AccelCodegenIdentity, AccelWrapperCodegen
+    from torch_accel._inductor.codegen import AccelCodegenIdentity, AccelWrapperCodegen
 
     torch.compile(lambda x: x + 1)(torch.ones(2, device="accel"))
     expected = TritonScheduling if RUNTIME == "cuda" else CppScheduling
@@ -92,8 +92,9 @@ def test_backend_selection_by_runtime():
     from torch._inductor.codegen.cpp import CppScheduling
     from torch._inductor.codegen.triton import TritonScheduling
 
-    from torch_accel._inductor_codegen import AccelWrapperCodegen, device_op_overrides
-    from torch_accel._inductor_registration import CodegenConfig, backend_for, codegen_config
+    from torch_accel._inductor.codegen import AccelWrapperCodegen, device_op_overrides
+    from torch_accel._inductor.codegen_config import CodegenConfig, codegen_config
+    from torch_accel._inductor.registration import backend_for
 
     triton, cpp = backend_for("triton"), backend_for("cpp")
     assert triton.Scheduling is TritonScheduling and cpp.Scheduling is CppScheduling
@@ -109,8 +110,7 @@ def test_backend_selection_by_runtime():
     # This process: the runtime's own kernels (TORCH_ACCEL_INDUCTOR unset).
     assert codegen_config() == CodegenConfig(RUNTIME, "triton" if RUNTIME == "cuda" else "cpp")
     assert codegen_config().target == torch_accel._target_device_type()
-    assert CodegenConfig("host", "triton").target == "cuda" and CodegenConfig("host", "triton").interpreted
-    assert not CodegenConfig("cuda", "triton").interpreted
+    assert CodegenConfig("host", "triton", interpreted=True).target == "cuda" and CodegenConfig("host", "cpp").target == "cpu"
 
 
 # Generates the Triton code of the CUDA runtime's backend, whatever the machine:
@@ -128,11 +128,14 @@ from torch._inductor.graph import GraphLowering
 from torch._inductor.virtualized import V
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
-from torch_accel._inductor_registration import CodegenConfig, register
+from torch_accel._inductor.codegen_config import CodegenConfig
+from torch_accel._inductor.registration import register
 
-# The CUDA runtime as Inductor and the patches see it: Triton, and a cuda target.
-torch_accel.runtime = lambda: "cuda"
-torch_accel._target_device_type = lambda: "cuda"
+# The CUDA runtime as Inductor and the patches see it: Triton, and a cuda
+# target (what the extension answers, from which torch_accel derives what the
+# runtime can do).
+torch_accel._C._runtime_name = lambda: "cuda"
+torch_accel._C._target_device_type = lambda: "cuda"
 register(CodegenConfig("cuda", "triton"))
 
 h100 = types.SimpleNamespace(
@@ -297,7 +300,8 @@ def test_accel_is_a_gpu_type_on_the_cuda_runtime_before_anything_is_traced():
         """
         import sys
         import torch, torch_accel
-        torch_accel.runtime = lambda: "cuda"
+        torch_accel._C._runtime_name = lambda: "cuda"
+        torch_accel._C._target_device_type = lambda: "cuda"
         import torch._dynamo
         from torch._inductor import utils
         print(utils.is_gpu("accel"), utils.get_gpu_type(), "torch._inductor.codegen.common" in sys.modules)
@@ -308,11 +312,11 @@ def test_accel_is_a_gpu_type_on_the_cuda_runtime_before_anything_is_traced():
 
 
 def test_codegen_identity_differs_by_runtime():
-    from torch_accel._inductor_codegen import AccelCodegenIdentity
+    from torch_accel._inductor.codegen import AccelCodegenIdentity
+    from torch_accel._inductor.codegen_config import CodegenConfig
 
-    from torch_accel._inductor_registration import CodegenConfig
-
-    uuids = {AccelCodegenIdentity(CodegenConfig(*c)).uuid() for c in [("host", "cpp"), ("cuda", "triton"), ("host", "triton")]}
+    configs = [CodegenConfig("host", "cpp"), CodegenConfig("cuda", "triton"), CodegenConfig("host", "triton", interpreted=True)]
+    uuids = {AccelCodegenIdentity(c).uuid() for c in configs}
     assert len(uuids) == 3
 
 
@@ -329,15 +333,6 @@ def test_registration_when_inductor_was_set_up_first():
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "[1.0, 3.0, 5.0, 7.0]"
-
-
-def test_patched_pytorch_sources_are_unchanged():
-    from torch_accel import _inductor_patches as patches
-
-    for name, recorded in patches.SOURCE_SHA256.items():
-        assert patches.source_sha256(patches.original(name)) == recorded, (
-            f"{name} is not the torch 2.11.0 code torch_accel/_inductor_patches.py adapts: review that patch"
-        )
 
 
 def test_fake_convolution_has_the_real_layout():
@@ -563,7 +558,7 @@ class _Records(logging.Handler):
 def test_reduce_overhead_replays_accel_graphs():
     # Inductor captures CUDA graphs (its trees) for graphs on exactly one cuda
     # device; an accel-only graph is captured as an accel graph instead
-    # (_inductor_graphs; test_compile_graphs has the details), on fresh
+    # (torch_accel/_inductor/graphs.py; test_compile_graphs has the details), on fresh
     # compiles and FX graph cache hits alike, with no skip recorded or logged
     # and no CUDA graph tree built.
     from torch._dynamo.utils import counters

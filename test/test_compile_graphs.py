@@ -20,7 +20,7 @@ from torch import nn
 from torch._dynamo.utils import counters
 
 import torch_accel
-from torch_accel import _inductor_graphs
+from torch_accel._inductor import graphs as _inductor_graphs
 
 DEVICE = "accel"
 CAPTURES, REPLAYS, NOT_REPLAYED = (

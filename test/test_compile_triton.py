@@ -92,7 +92,7 @@ def test_case(name, compiled, reference):
     # Compiled for (or, by the interpreter, as) a CUDA device.
     assert f"'device': DeviceProperties(type='cuda', index={index}," in code
     if INTERPRETED:
-        # The device the interpreter mode describes (an sm_90 GPU), see _inductor_patches.
+        # The device the interpreter mode describes (an sm_90 GPU), see torch_accel/_inductor/device_properties.py.
         assert "multi_processor_count=132, cc=90" in code
 
 
@@ -142,19 +142,27 @@ def test_bmm_of_batch_one_is_mm(compiled):
 
 
 def test_mode_values(monkeypatch):
-    from torch_accel._inductor_registration import kernels_for_runtime
+    from torch_accel._core import capabilities_of_target
+    from torch_accel._inductor.codegen_config import CodegenConfig, config_for
+
+    # The runtimes as torch_accel sees them: their names, and what their targets can do.
+    def config_on(runtime):
+        return config_for(runtime, capabilities_of_target({"host": "cpu", "cuda": "cuda"}[runtime]))
 
     for value, host, cuda in [("", "cpp", "triton"), ("auto", "cpp", "triton"), ("triton", "triton", "triton")]:
         monkeypatch.setenv("TORCH_ACCEL_INDUCTOR", value)
-        assert (kernels_for_runtime("host"), kernels_for_runtime("cuda")) == (host, cuda)
+        assert (config_on("host").kernels, config_on("cuda").kernels) == (host, cuda)
+    # Triton kernels on the host runtime run in Triton's interpreter; on the CUDA runtime, compiled.
+    assert config_on("host") == CodegenConfig("host", "triton", interpreted=True)
+    assert config_on("cuda") == CodegenConfig("cuda", "triton", interpreted=False)
     monkeypatch.setenv("TORCH_ACCEL_INDUCTOR", "cpp")
-    assert kernels_for_runtime("host") == "cpp"
+    assert config_on("host") == CodegenConfig("host", "cpp", interpreted=False)
     with pytest.raises(ValueError, match="TORCH_ACCEL_INDUCTOR=cpp needs the host runtime"):
-        kernels_for_runtime("cuda")
+        config_on("cuda")
     for bad in ("Triton", "c++", " triton", "1"):
         monkeypatch.setenv("TORCH_ACCEL_INDUCTOR", bad)
         with pytest.raises(ValueError, match=re.escape(f"TORCH_ACCEL_INDUCTOR must be one of auto, cpp, triton; got '{bad}'")):
-            kernels_for_runtime("host")
+            config_on("host")
 
 
 def test_bad_mode_is_reported_by_accel_compiles_only():

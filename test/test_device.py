@@ -65,7 +65,7 @@ def test_device_none_and_negative_are_noops():
 
 
 # torch.accel._DeviceGuard and the C functions Inductor's generated wrappers
-# call on every graph call (see _inductor_codegen): torch.cuda._DeviceGuard's
+# call on every graph call (see torch_accel/_inductor/codegen.py): torch.cuda._DeviceGuard's
 # behaviour, as C code.
 
 

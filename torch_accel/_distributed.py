@@ -12,6 +12,10 @@ for its default backend: NCCL for ``cuda`` (the CUDA runtime), Gloo for ``cpu``
 (the host runtime). The engine sees target tensors over the accel tensors'
 memory; see csrc/distributed/AccelBackend.h.
 
+Where torch 2.11 picks a group's backends by name it has no hook for accel:
+two patches adapt it (``backend_config``, ``default_backend_for_new_groups``),
+declared in torch_accel/_patches.py with the hashes of their sources.
+
 torch.distributed.distributed_c10d is already loaded by ``import torch`` (in
 torch 2.11), so registering costs no imports.
 """
@@ -24,10 +28,10 @@ from typing import Any, Callable
 
 import torch
 
-from . import _C
+from . import _C, _patches
+from ._core import DEVICE_TYPE, _lazy_init, _target_device_type
 
 BACKEND_NAME = "accel"
-DEVICE_TYPE = "accel"
 _AVOID_RECORD_STREAMS = "TORCH_NCCL_AVOID_RECORD_STREAMS"
 
 
@@ -81,8 +85,6 @@ def engine_name() -> str:
     r"""The c10d backend accel's collectives run on: the default backend of accel's target device type."""
     from torch.distributed import Backend
 
-    from . import _target_device_type
-
     target = _target_device_type()
     name = Backend.default_device_backend_map.get(target)
     if name not in _ENGINES:
@@ -116,8 +118,6 @@ def _check_registrations() -> None:
 def _new_backend(options: Any, backend_options: Any) -> Any:
     r"""Creates accel's backend for a process group (register_backend's extended API)."""
     _check_registrations()
-    from . import _lazy_init
-
     try:
         _lazy_init()
     except Exception as e:
@@ -142,26 +142,29 @@ def _accel_backend_named(name: str) -> str:
     return BACKEND_NAME
 
 
-def _adapt_backend_selection() -> None:
-    r"""Where torch 2.11 picks backends by name, make it pick accel's.
+# Where torch 2.11 picks backends by name, make it pick accel's:
+#
+# - ``"cpu:gloo,accel:nccl"`` (``accel:gloo`` on the host runtime): the
+#   engine's name for the accel device means accel's backend, which runs that
+#   engine; torch would hand accel tensors to the engine itself. Adapts
+#   torch.distributed.distributed_c10d.BackendConfig.__init__, which parses
+#   the backend string into a device -> backend map.
+# - ``init_process_group()`` without a backend: torch takes the accelerator's
+#   default backend (``default_device_backend_map``) only when ``device_id``
+#   is given; without it, it makes an "undefined" group whose default backend
+#   is Gloo's type (NCCL's where NCCL serves it), which an accel-only group
+#   lacks: DDP then fails ("Could not find backend type ... gloo") and
+#   ``get_backend()`` says "undefined". For accel the group gets the default
+#   backend in both cases, as cuda's gets NCCL in both. Adapts
+#   torch.distributed.distributed_c10d._new_process_group_helper, which makes
+#   every group, looked up as a module global: init_process_group(),
+#   new_group() and init_device_mesh() (which imported init_process_group
+#   itself before torch_accel loaded) all pass there.
 
-    - ``init_process_group()`` without a backend: torch takes the
-      accelerator's default backend (``default_device_backend_map``) only
-      when ``device_id`` is given; without it, it makes an "undefined" group
-      whose default backend is Gloo's type (NCCL's where NCCL serves it),
-      which an accel-only group lacks: DDP then fails ("Could not find
-      backend type ... gloo") and ``get_backend()`` says "undefined". For
-      accel the group gets the default backend in both cases, as cuda's gets
-      NCCL in both.
-    - ``"cpu:gloo,accel:nccl"`` (``accel:gloo`` on the host runtime): the
-      engine's name for the accel device means accel's backend, which runs
-      that engine; torch would hand accel tensors to the engine itself.
-    """
+
+@_patches.patch("torch.distributed.distributed_c10d.BackendConfig.__init__")
+def backend_config(config_init: Callable[..., None]) -> None:
     from torch.distributed import Backend, distributed_c10d
-
-    if getattr(distributed_c10d.BackendConfig, "_accel_adapted", False):
-        return
-    config_init = distributed_c10d.BackendConfig.__init__
 
     @functools.wraps(config_init)
     def backend_config_init(self: Any, backend: Any) -> None:
@@ -171,12 +174,12 @@ def _adapt_backend_selection() -> None:
             self.device_backend_map[DEVICE_TYPE] = Backend(_accel_backend_named(name))
 
     distributed_c10d.BackendConfig.__init__ = backend_config_init
-    distributed_c10d.BackendConfig._accel_adapted = True
 
-    # Every group is made by _new_process_group_helper, looked up as a module
-    # global: init_process_group(), new_group() and init_device_mesh() (which
-    # imported init_process_group itself before torch_accel loaded) all pass here.
-    new_group_helper = distributed_c10d._new_process_group_helper
+
+@_patches.patch("torch.distributed.distributed_c10d._new_process_group_helper")
+def default_backend_for_new_groups(new_group_helper: Callable[..., Any]) -> None:
+    from torch.distributed import Backend, distributed_c10d
+
     signature = inspect.signature(new_group_helper)
 
     @functools.wraps(new_group_helper)
@@ -203,4 +206,4 @@ def register_backend() -> None:
     if BACKEND_NAME.upper() in Backend._plugins:
         return
     Backend.register_backend(BACKEND_NAME, _new_backend, extended_api=True, devices=[DEVICE_TYPE])
-    _adapt_backend_selection()
+    _patches.apply(backend_config, default_backend_for_new_groups)

@@ -2,10 +2,11 @@
 
 Everything else accel's profiling needs goes through PyTorch's hooks for a
 PrivateUse1 backend (ProfilerStubs and a Kineto child profiler, both in
-csrc/profiler). What follows has no hook: like _inductor_patches, the patch
-names the code it adapts and why, wraps the original rather than copying it,
-and records the hash of the source it was written against; test_profiler fails
-when that source changes.
+csrc/profiler). What follows has no hook: like every patch, it is declared in
+torch_accel/_patches.py with the hash of the source it was written against
+(test_patches fails when that source changes), names the code it adapts and
+why, and wraps the original rather than copying it. Applied at ``import
+torch_accel`` (the profiler is loaded with torch).
 
 ``torch.autograd.profiler.profile`` turns device profiling off, with a
 warning, when ``use_device`` names cuda, xpu or hpu and that device is not
@@ -19,53 +20,28 @@ profile.
 """
 
 import functools
-import hashlib
-import inspect
 import warnings
 from typing import Any, Callable
 
 import torch
 
-_DEVICE_TYPE = "accel"
-
-# The code each patch adapts, with the sha256 of its torch 2.11.0 source
-# (inspect.getsource). test_profiler checks them against the installed torch.
-SOURCE_SHA256 = {
-    "torch.autograd.profiler.profile.__init__": "ea6ecd049a2176606ceda286a514ef780c7d9ac937d531d4e28a9ccd8ed6d018",
-}
-
-_original_profile_init: Callable[..., Any] | None = None
+from . import _patches
+from ._core import DEVICE_TYPE, is_available
 
 
-def original(name: str) -> Callable[..., Any]:
-    """The unpatched function ``name`` (one of SOURCE_SHA256)."""
-    assert name == "torch.autograd.profiler.profile.__init__", name
-    return inspect.unwrap(torch.autograd.profiler.profile.__init__)
 
+@_patches.patch("torch.autograd.profiler.profile.__init__")
+def profile_without_device(original: Callable[..., Any]) -> None:
+    @functools.wraps(original)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        # use_device is keyword-only in profile.__init__.
+        if kwargs.get("use_device") == DEVICE_TYPE and not is_available():
+            warnings.warn("accel is not available, disabling accel profiling", stacklevel=2)
+            kwargs["use_device"] = None
+        original(self, *args, **kwargs)
 
-def source_sha256(function: Callable[..., Any]) -> str:
-    return hashlib.sha256(inspect.getsource(function).encode()).hexdigest()
-
-
-def _accel_available() -> bool:
-    import torch_accel
-
-    return torch_accel.is_available()
+    torch.autograd.profiler.profile.__init__ = __init__
 
 
 def apply_profiler_patches() -> None:
-    global _original_profile_init
-    if _original_profile_init is not None:
-        return
-    profile = torch.autograd.profiler.profile
-    _original_profile_init = profile.__init__
-
-    @functools.wraps(_original_profile_init)
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        # use_device is keyword-only in profile.__init__.
-        if kwargs.get("use_device") == _DEVICE_TYPE and not _accel_available():
-            warnings.warn("accel is not available, disabling accel profiling", stacklevel=2)
-            kwargs["use_device"] = None
-        _original_profile_init(self, *args, **kwargs)
-
-    profile.__init__ = __init__
+    _patches.apply(profile_without_device)

@@ -20,8 +20,7 @@ from typing import Any, Literal
 import torch
 
 from . import _C
-from ._lazy import _lazy_init, is_initialized
-from ._utils import DeviceLike, _get_device_index
+from ._core import DeviceLike, _get_device_index, _lazy_init, is_initialized
 
 __all__ = [
     "attach_out_of_memory_observer",

@@ -24,6 +24,9 @@ accel events made with ``interprocess=True`` cross as cuda's do: as their
 A storage received twice (the same tensor sent again, or two views of one
 storage sent apart) is mapped once, through torch's ``shared_cache``, so the
 receiver's tensors share one storage as the sender's do.
+
+``ipc_collect`` (``torch.accel.ipc_collect``) frees what a sender keeps for
+receivers that released it.
 """
 
 import multiprocessing
@@ -35,12 +38,31 @@ import torch
 from torch.multiprocessing import reductions as _torch_reductions
 
 from . import _C
+from ._core import DEVICE_TYPE, _lazy_init
 from .streams import Event
 
-DEVICE_TYPE = "accel"
 
 # torch's reduction for storages of the other device types.
 _reduce_torch_storage = _torch_reductions.reduce_storage
+
+
+def ipc_collect() -> None:
+    r"""Force collects accel memory after it has been released by the processes it was shared with.
+
+    As torch.cuda.ipc_collect: a process that sent accel tensors to others
+    (torch.multiprocessing) keeps their memory, even once it freed them
+    itself, until every receiver released it. This frees the memory of those
+    sent tensors that all receivers have released since, and the reference
+    counting files no longer in use. Useful when the producer process stopped
+    actively sending tensors and wants to release unused memory.
+
+    On the CUDA runtime it collects what torch keeps for CUDA IPC, as
+    torch.cuda.ipc_collect does. On the host runtime shared memory is freed
+    as soon as the last process that holds it releases it, so there is
+    nothing left to collect: it only initialises accel.
+    """
+    _lazy_init()
+    _C._ipc_collect()
 
 
 def _rebuild_empty_storage(device: int) -> torch.UntypedStorage:
@@ -55,8 +77,6 @@ def _cache_key(fd: int, key: bytes) -> tuple:
 
 def _rebuild_storage(df: Any, runtime_handle: bytes, nbytes: int, key: bytes, device: int) -> torch.UntypedStorage:
     r"""Maps, in the receiving process, the accel storage that ``_reduce_storage`` shared."""
-    from . import _lazy_init
-
     _lazy_init()
     fd = df.detach() if df is not None else -1
     try:

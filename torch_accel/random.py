@@ -11,8 +11,8 @@ from collections.abc import Iterable
 import torch
 from torch import Tensor
 
-from . import _lazy
-from ._lazy import _lazy_call, _lazy_init, is_initialized
+from . import _core
+from ._core import _lazy_call, _lazy_init, current_device, device_count, is_initialized
 
 __all__ = [
     "get_rng_state",
@@ -38,13 +38,12 @@ def _device_index(device: int | str | torch.device) -> int | None:
 
 
 def _generator(index: int | None) -> torch.Generator:
-    from . import current_device, device_count
-
     if index is None:
         index = current_device()
     if not 0 <= index < device_count():
         raise RuntimeError(f"Invalid accel device index {index}: there are {device_count()} accel devices")
-    return _lazy.default_generators[index]
+    # Set at initialisation: read from _core at each call.
+    return _core.default_generators[index]
 
 
 def get_rng_state(device: int | str | torch.device = "accel") -> Tensor:
@@ -63,8 +62,6 @@ def get_rng_state(device: int | str | torch.device = "accel") -> Tensor:
 
 def get_rng_state_all() -> list[Tensor]:
     r"""Return a list of ByteTensor representing the random number states of all accel devices."""
-    from . import device_count
-
     return [get_rng_state(i) for i in range(device_count())]
 
 
@@ -114,7 +111,7 @@ def manual_seed_all(seed: int) -> None:
     seed = int(seed)
 
     def cb() -> None:
-        for generator in _lazy.default_generators:
+        for generator in _core.default_generators:
             generator.manual_seed(seed)
 
     _lazy_call(cb, seed_all=True)
@@ -129,7 +126,7 @@ def seed_all() -> None:
     r"""Set the seed for generating random numbers to a random number on all accel devices (the same one)."""
 
     def cb() -> None:
-        generators = _lazy.default_generators
+        generators = _core.default_generators
         if generators:
             generators[0].seed()
             for generator in generators[1:]:

@@ -9,8 +9,7 @@ from typing import Any, Optional
 import torch
 
 from . import _C
-from ._lazy import _lazy_init
-from ._utils import DeviceLike, _get_device_index
+from ._core import DeviceLike, _get_device_index, _lazy_init
 
 
 class Stream(torch.Stream):

@@ -1,5 +1,5 @@
 // One capture of a compiled graph as torch.compile(mode="reduce-overhead")
-// replays it (torch_accel/_inductor_graphs.py): the static inputs it reads in
+// replays it (torch_accel/_inductor/graphs.py): the static inputs it reads in
 // place, the inputs it copies into its own buffers, and the outputs it hands
 // out.
 //

@@ -168,10 +168,10 @@ SECTIONS: tuple[Section, ...] = (
     Section(
         name="compile",
         step="compile",
-        what="torch.compile: Inductor's Triton kernels compiled and launched on accel streams",
+        what="torch.compile: Inductor's Triton kernels compiled and launched on accel streams; every patch's source hashed",
         limit_s=450,
         estimate_s=280,
-        tests=("test/test_compile.py", "test/test_compile_triton.py"),
+        tests=("test/test_compile.py", "test/test_compile_triton.py", "test/test_patches.py"),
     ),
     Section(
         name="compile-graphs",

@@ -8,7 +8,7 @@ whoever imports it first:
 - where Inductor generates Triton kernels for accel, accel among its GPU types, in
   torch._inductor.utils (which Dynamo imports): AOTAutograd asks is_gpu while
   it traces the first graph, before Inductor registers accel's backend (see
-  _inductor_patches.patch_gpu_types). Not from the device-interface hook:
+  torch_accel._inductor.backend_choice.gpu_types). Not from the device-interface hook:
   torch._inductor.utils imports that module halfway through its own execution.
 
 call_after_import() runs a function right after a module first executes (at
@@ -23,19 +23,15 @@ from typing import Callable, Optional, Sequence
 
 
 def _register_interface() -> None:
-    from ._dynamo_interface import register_accel_interface
+    from .device_interface import register_accel_interface
 
     register_accel_interface()
 
 
 def _join_gpu_types() -> None:
-    from ._inductor_registration import generates_triton
+    from .._inductor.registration import join_gpu_types
 
-    # Triton kernels: the CUDA runtime, or TORCH_ACCEL_INDUCTOR=triton.
-    if generates_triton():
-        from ._inductor_patches import patch_gpu_types
-
-        patch_gpu_types()
+    join_gpu_types()
 
 
 class _LoaderThenCall(importlib.abc.Loader):

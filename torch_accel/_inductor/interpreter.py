@@ -1,7 +1,7 @@
 """Inductor's Triton kernels run by Triton's interpreter on accel's host memory.
 
 With TORCH_ACCEL_INDUCTOR=triton on the host runtime, Inductor generates the
-CUDA runtime's Triton code for accel (_inductor_patches) and Triton's
+CUDA runtime's Triton code for accel (codegen_config) and Triton's
 interpreter (TRITON_INTERPRET=1) runs it. How the interpreter reaches accel
 memory: for each tensor argument, Triton's GridExecutor copies the tensor's
 whole storage to a cpu storage (``untyped_storage().cpu()``), runs the
@@ -11,8 +11,9 @@ ordinary device-to-host and host-to-device copies, so accel needs nothing
 there: its memory is host memory, and the copies are memcpys.
 
 What Inductor's kernels need that Triton 3.6 and Inductor 2.11 lack without a
-GPU is adapted here; each patch names the code it adapts (hashed in
-_inductor_patches.SOURCE_SHA256, like every patch) and the upstream report:
+GPU is adapted here; each patch names the code it adapts (declared in
+torch_accel/_patches.py with the hash of its source, like every patch) and the
+upstream report. Applied by registration, in the interpreter mode only:
 
 - no active GPU driver: generated modules select one at import
   (triton_helpers.set_driver_to_gpu) and Inductor hashes the driver's backend
@@ -32,30 +33,28 @@ from typing import Any
 
 import torch
 
-from ._inductor_patches import _INTERPRETED_CUDA_DEVICE, _first_patch
+from .._patches import patch
+from .device_properties import INTERPRETED_CUDA_DEVICE
 
 # Adapts torch.utils._triton.triton_backend, Triton's compiler backend for the
 # target of Triton's active driver, whose hash Inductor writes into every
 # kernel's metadata and cache keys (triton_hash_with_backend). Without a GPU
 # Triton has no active driver ("0 active drivers"); the interpreter mode's
-# target is the CUDA device accel:N is described as (_INTERPRETED_CUDA_DEVICE:
+# target is the CUDA device accel:N is described as (INTERPRETED_CUDA_DEVICE:
 # compute capability 9.0, warps of 32), so its backend is Triton's for that
 # target.
 
 
-def _patch_triton_backend_for_the_interpreter() -> None:
+@patch("torch.utils._triton.triton_backend")
+def backend_without_driver(original: Any) -> None:
     from torch.utils import _triton
-
-    original = _triton.triton_backend
-    if not _first_patch("torch.utils._triton.triton_backend", original):
-        return
 
     @functools.cache
     def triton_backend() -> Any:
         from triton.backends.compiler import GPUTarget
         from triton.compiler.compiler import make_backend
 
-        return make_backend(GPUTarget("cuda", _INTERPRETED_CUDA_DEVICE["cc"], _INTERPRETED_CUDA_DEVICE["warp_size"]))
+        return make_backend(GPUTarget("cuda", INTERPRETED_CUDA_DEVICE["cc"], INTERPRETED_CUDA_DEVICE["warp_size"]))
 
     triton_backend.__doc__ = original.__doc__
     _triton.triton_backend = triton_backend
@@ -69,12 +68,9 @@ def _patch_triton_backend_for_the_interpreter() -> None:
 # interpreter mode a machine without a GPU driver keeps none.
 
 
-def _patch_set_driver_for_the_interpreter() -> None:
+@patch("torch._inductor.runtime.triton_helpers.set_driver_to_gpu")
+def no_gpu_driver(original: Any) -> None:
     from torch._inductor.runtime import triton_helpers
-
-    original = triton_helpers.set_driver_to_gpu
-    if not _first_patch("torch._inductor.runtime.triton_helpers.set_driver_to_gpu", original):
-        return
 
     def set_driver_to_gpu() -> None:
         try:
@@ -96,21 +92,17 @@ def _patch_set_driver_for_the_interpreter() -> None:
 # Triton kernels in Dynamo), which the interpreter mode does not emulate.
 
 
-def _patch_has_triton_for_the_interpreter() -> None:
+@patch("torch.utils._triton.has_triton")
+def has_triton_without_gpu(original: Any) -> None:
+    # ``original`` is also the scheduler's has_triton (imported by name).
     from torch._inductor import scheduler
     from torch.utils import _triton
-
-    original = scheduler.has_triton
-    if not _first_patch("torch.utils._triton.has_triton", original):
-        return
 
     def has_triton() -> bool:
         return _triton.has_triton_package() or original()
 
     has_triton.__doc__ = original.__doc__
     scheduler.has_triton = has_triton  # type: ignore[attr-defined]
-
-
 
 
 # Adapts triton.language.extra.libdevice, the functions Inductor's kernels call
@@ -160,11 +152,11 @@ def _interpreted(function: Any) -> Any:
     return libdevice_function
 
 
-def _patch_libdevice_for_the_interpreter() -> None:
+@patch("triton.language.extra.libdevice.exp")
+def libdevice_functions(exp: Any) -> None:
+    # Hashed: libdevice.exp, standing for the module's stubs, which are all alike.
     from triton.language.extra import libdevice
 
-    if not _first_patch("triton.language.extra.libdevice.exp", libdevice.exp):
-        return
     for name, function in _LIBDEVICE.items():
         setattr(libdevice, name, _interpreted(function))
 
@@ -177,24 +169,12 @@ def _patch_libdevice_for_the_interpreter() -> None:
 # element is taken with item().
 
 
-def _patch_tensor_index_for_numpy_2_4() -> None:
+@patch("triton.runtime.interpreter._patch_lang_tensor")
+def tensor_index_for_numpy_2_4(original: Any) -> None:
     from triton.runtime import interpreter
-
-    original = interpreter._patch_lang_tensor
-    if not _first_patch("triton.runtime.interpreter._patch_lang_tensor", original):
-        return
 
     def _patch_lang_tensor(tensor: Any, scope: Any) -> None:
         original(tensor, scope)
         scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.item()))
 
     interpreter._patch_lang_tensor = _patch_lang_tensor
-
-
-def apply_interpreter_patches() -> None:
-    """Patches for Triton's interpreter running Inductor's kernels for accel on the host runtime."""
-    _patch_has_triton_for_the_interpreter()
-    _patch_triton_backend_for_the_interpreter()
-    _patch_set_driver_for_the_interpreter()
-    _patch_libdevice_for_the_interpreter()
-    _patch_tensor_index_for_numpy_2_4()

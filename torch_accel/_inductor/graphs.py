@@ -8,7 +8,8 @@ rebuilt as cuda tensors), so accel does not use them: an accel-only graph is
 wrapped instead by ``AccelGraphed`` below, accel's own graph wrapper over
 torch.accel.Graph, plugged where Inductor applies cudagraphify.
 
-Adapts (listed in _inductor_patches.SOURCE_SHA256, checked by test_compile):
+Adapts (declared in torch_accel/_patches.py with the hashes of their sources;
+applied by registration):
 
 - ``cudagraph_utils.check_lowering_disable_cudagraph``: accepts a graph whose
   only device is one accel device (Inductor accepts exactly one cuda device).
@@ -19,6 +20,8 @@ Adapts (listed in _inductor_patches.SOURCE_SHA256, checked by test_compile):
 - ``output_code.cudagraph_post_compile`` and
   ``output_code.cudagraph_partition_post_compile``: an accel-only graph gets
   ``AccelGraphed``; every other graph Inductor's own handling.
+- ``output_code.CompiledFxGraph.post_compile``: an accel graph that runs
+  without accel graphs logs why, as a cuda graph does (see skip_message).
 
 What AccelGraphed does, and how it differs from the trees:
 
@@ -66,9 +69,12 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 
-from . import _C
+from .. import _C
+from .._core import DEVICE_TYPE, synchronize
+from .._patches import patch
+from .. import graphs as accel_graphs
+from .codegen_config import codegen_config
 
-_DEVICE_TYPE = "accel"
 
 # Counted in torch._dynamo.utils.counters["inductor"]: graphs captured,
 # replays, and calls that ran without replaying (see AccelGraphed).
@@ -79,7 +85,7 @@ UNREPLAYED_COUNTER = "accel_graph_calls_not_replayed"
 
 def _accel_only(device_types: Any) -> bool:
     types = set(device_types) - {"meta"}
-    return types == {_DEVICE_TYPE}
+    return types == {DEVICE_TYPE}
 
 
 # --- the lowering check ---------------------------------------------------------
@@ -88,7 +94,7 @@ def _accel_only(device_types: Any) -> bool:
 def _check_lowering(original: Callable[..., Optional[str]]) -> Callable[..., Optional[str]]:
     def check_lowering_disable_cudagraph(device_node_mapping: dict[torch.device, torch.fx.Node]) -> Optional[str]:
         devices = [d for d in device_node_mapping if d.type != "meta"]
-        if len(devices) != 1 or devices[0].type != _DEVICE_TYPE:
+        if len(devices) != 1 or devices[0].type != DEVICE_TYPE:
             return original(device_node_mapping)
         return _accel_graph_reason()
 
@@ -197,16 +203,12 @@ def _graph_accel(compiled_graph: Any, cudagraphs: Any, boxed_forward_device_inde
 
 
 def _kernels_run_by_interpreter() -> bool:
-    from ._inductor_registration import codegen_config
-
     return codegen_config().interpreted
 
 
 def _kernels_called_directly() -> bool:
     """Whether Inductor's kernels for accel are C++ functions that the wrapper
     calls directly on host memory (the host runtime's C++ kernels)."""
-    from ._inductor_registration import codegen_config
-
     return codegen_config().kernels == "cpp"
 
 
@@ -309,8 +311,6 @@ class _Capture:
     def __init__(self, owner: "AccelGraphed", inputs: list[Any]) -> None:
         from torch._dynamo import utils as dynamo_utils
 
-        from . import graphs
-
         static = owner.static_input_idxs
         self.copy_idxs = [i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and i not in static]
         self.static_idxs = [i for i in sorted(static) if isinstance(inputs[i], torch.Tensor)]
@@ -327,11 +327,11 @@ class _Capture:
                 self.static_inputs.append(x)
         self.device = next(x.device for x in self.static_inputs if isinstance(x, torch.Tensor))
 
-        torch.accel.synchronize(self.device)
-        self.graph = graphs.Graph()
+        synchronize(self.device)
+        self.graph = accel_graphs.Graph()
         host_kernels = _HostKernelCalls(owner.model) if _kernels_called_directly() else None
         with dynamo_utils.preserve_rng_state(), host_kernels or contextlib.nullcontext():
-            with graphs.graph(self.graph, capture_error_mode="thread_local"):
+            with accel_graphs.graph(self.graph, capture_error_mode="thread_local"):
                 outputs = owner.model(list(self.static_inputs))
         if not isinstance(outputs, (list, tuple)):
             outputs = (outputs,)
@@ -504,16 +504,51 @@ class AccelGraphed:
         return self._run_compiled(inputs)
 
 
-def apply_graph_patches() -> None:
-    """Route accel-only graphs under mode="reduce-overhead" to AccelGraphed (applied once)."""
-    from torch._inductor import cudagraph_utils, output_code
+# --- the patches -----------------------------------------------------------------
 
-    from ._inductor_patches import _first_patch
 
-    original = cudagraph_utils.check_lowering_disable_cudagraph
-    if _first_patch("torch._inductor.cudagraph_utils.check_lowering_disable_cudagraph", original):
-        cudagraph_utils.check_lowering_disable_cudagraph = _check_lowering(original)
-    for name in ("cudagraph_post_compile", "cudagraph_partition_post_compile"):
-        original = getattr(output_code, name)
-        if _first_patch(f"torch._inductor.output_code.{name}", original):
-            setattr(output_code, name, _post_compile(original))
+@patch("torch._inductor.cudagraph_utils.check_lowering_disable_cudagraph")
+def lowering_check(original: Callable[..., Optional[str]]) -> None:
+    from torch._inductor import cudagraph_utils
+
+    cudagraph_utils.check_lowering_disable_cudagraph = _check_lowering(original)
+
+
+@patch("torch._inductor.output_code.cudagraph_post_compile", "torch._inductor.output_code.cudagraph_partition_post_compile")
+def accel_graphed_post_compile(post_compile: Callable[..., None], partition_post_compile: Callable[..., None]) -> None:
+    from torch._inductor import output_code
+
+    output_code.cudagraph_post_compile = _post_compile(post_compile)
+    output_code.cudagraph_partition_post_compile = _post_compile(partition_post_compile)
+
+
+# Adapts torch._inductor.output_code.CompiledFxGraph.post_compile, so that an
+# accel graph that runs without accel graphs says why. With
+# triton.cudagraphs (mode="reduce-overhead"), Inductor records why a graph
+# cannot be captured (check_lowering_disable_cudagraph, before accel's
+# lowering_check, accepted exactly one device, of type cuda, and reported
+# "multiple devices: device(type='accel', index=0)"), then logs the reason only
+# if the graph has a cuda device and otherwise just counts the skip
+# (cudagraph_skips). accel graphs get the log line cuda graphs get (artifact
+# "cudagraphs", TORCH_LOGS=cudagraphs), on fresh compiles and cache hits
+# alike; the count stays Inductor's.
+
+
+@patch("torch._inductor.output_code.CompiledFxGraph.post_compile")
+def skip_message(original: Callable[..., None]) -> None:
+    from torch._inductor import config
+    from torch._inductor.cudagraph_utils import cudagraphs_log
+    from torch._inductor.output_code import CompiledFxGraph
+
+    def post_compile(self: Any, example_inputs: Any, constants: Any, graph_kwargs: Any) -> None:
+        if (
+            config.triton.cudagraphs
+            and self.disabled_cudagraphs_reason
+            and DEVICE_TYPE in self.device_types
+            and "cuda" not in self.device_types
+        ):
+            cudagraphs_log.warning(self.disabled_cudagraphs_reason)
+        return original(self, example_inputs, constants, graph_kwargs)
+
+    post_compile.__doc__ = original.__doc__
+    CompiledFxGraph.post_compile = post_compile  # type: ignore[method-assign]

@@ -1,36 +1,29 @@
-"""Registers Inductor's backend for accel, for the runtime in use.
+"""Registers Inductor's backend for accel, and applies the patches of Inductor it needs.
 
-Which kernels Inductor generates for accel depends on the runtime, chosen once
-per process, and on ``TORCH_ACCEL_INDUCTOR`` (``auto``, the default, ``cpp``
-or ``triton``), read once per process when Dynamo or Inductor first needs it:
+What Inductor generates for accel (C++ or Triton kernels, Triton's
+interpreter) is codegen_config's; the wrapper around the kernels is
+codegen's. Where PyTorch has no hook for what accel needs, a module of this
+package per area adapts it (fake_tensor, backend_choice, device_properties,
+convolution, lowering, graphs, interpreter), each patch declared in
+torch_accel/_patches.py with the hash of the source it adapts. This module
+alone applies them, each when its area needs it:
 
-- host runtime, ``auto``/``cpp``: accel memory is host memory and accel ops
-  run CPU kernels, so Inductor generates C++ kernels (CppScheduling) exactly
-  as for cpu.
-- CUDA runtime (``auto``/``triton``): accel memory is CUDA memory and the
-  accel current stream is the current CUDA stream, so Inductor generates
-  Triton kernels (TritonScheduling) exactly as for cuda, compiled for the
-  CUDA target and launched on the accel current stream.
-- host runtime, ``triton``: Inductor generates what it generates on the CUDA
-  runtime (the same Triton kernels and wrapper, for a CUDA target described
-  as an sm_90 GPU, see _inductor_patches) and Triton's interpreter
-  (``TRITON_INTERPRET=1``) runs the kernels on accel's host memory. It runs
-  the CUDA runtime's code generation where no GPU exists.
+- at ``import torch_accel``: FakeTensor's (apply_fake_tensor_patches), which
+  every tracer uses;
+- as soon as torch._inductor.utils has executed, where accel's kernels are
+  Triton's: accel among Inductor's GPU types (join_gpu_types, called by
+  torch_accel._dynamo.registration);
+- when accel's backend registers (register): the others, for the
+  configuration registered.
 
-``CodegenConfig`` names the combination; its ``target`` ("cpu" or "cuda") is
-the device type Inductor generates code for, which the patches key on.
-
-The wrapper around the kernels is _inductor_codegen's. Where Inductor has no
-hook for what accel needs, _inductor_patches adapts it.
-
-When: Inductor's init_backend_registration() looks up ``Scheduling``,
-``PythonWrapperCodegen``, ``CppWrapperCodegen`` and ``WrapperFxCodegen`` on the
-PrivateUse1 device module. torch.accel answers from its module ``__getattr__``
-by calling ``inductor_backend()``, which registers accel's backend, once. So
-``import torch_accel`` never imports Inductor, and a process that never
-compiles registers nothing. (A process that set up Inductor's backends before
-importing torch_accel is never asked: ``register_if_inductor_loaded()``, called
-at import, covers it.)
+When the backend registers: Inductor's init_backend_registration() looks up
+``Scheduling``, ``PythonWrapperCodegen``, ``CppWrapperCodegen`` and
+``WrapperFxCodegen`` on the PrivateUse1 device module. torch.accel answers
+from its module ``__getattr__`` by calling ``inductor_backend()``, which
+registers accel's backend, once. So ``import torch_accel`` never imports
+Inductor, and a process that never compiles registers nothing. (A process
+that set up Inductor's backends before importing torch_accel is never asked:
+``register_if_inductor_loaded()``, called at import, covers it.)
 
 Why accel registers itself instead of letting init_backend_registration()
 register what it looked up: only register_backend_for_device's full form takes
@@ -41,67 +34,20 @@ exist, and accel has no C++ wrapper (``CppWrapperCodegen`` is None: cpp_wrapper
 and AOTInductor do not know the accel device), so it leaves accel's own
 registration in place. test_compile checks that it does.
 
-This module imports Inductor only inside its functions: importing it is free.
+This module imports Inductor, codegen_config and the patch modules only
+inside its functions: importing it, at ``import torch_accel``, is free.
 """
 
 import functools
 import os
 import sys
-from typing import NamedTuple, Optional
+from typing import TYPE_CHECKING, NamedTuple, Optional
 
-_DEVICE_TYPE = "accel"
-RUNTIMES = ("host", "cuda")
-KERNELS = ("cpp", "triton")
-# TORCH_ACCEL_INDUCTOR's values; auto: the runtime's own kernels (C++ on the
-# host runtime, Triton on the CUDA runtime).
-INDUCTOR_MODES = ("auto", "cpp", "triton")
-_MODE_VARIABLE = "TORCH_ACCEL_INDUCTOR"
+from .. import _patches
+from .._core import DEVICE_TYPE
 
-
-class CodegenConfig(NamedTuple):
-    """What Inductor generates for accel in this process."""
-
-    runtime: str  # where accel memory lives and which kernels eager ops run: "host" or "cuda"
-    kernels: str  # the kernels Inductor generates: "cpp" or "triton"
-
-    @property
-    def target(self) -> str:
-        """The device type Inductor generates code for: its choices by device type are this type's."""
-        return "cuda" if self.kernels == "triton" else "cpu"
-
-    @property
-    def interpreted(self) -> bool:
-        """Triton kernels run by Triton's interpreter on host memory (no GPU)."""
-        return self.kernels == "triton" and self.runtime == "host"
-
-
-def kernels_for_runtime(runtime: str) -> str:
-    """The kernels TORCH_ACCEL_INDUCTOR chooses on ``runtime`` ("cpp" or "triton").
-
-    Read strictly, as every TORCH_ACCEL_* variable: unset or empty is
-    ``auto``; any other value must be one of INDUCTOR_MODES.
-    """
-    value = os.environ.get(_MODE_VARIABLE, "")
-    mode = value or "auto"
-    if mode not in INDUCTOR_MODES:
-        raise ValueError(f"{_MODE_VARIABLE} must be one of {', '.join(INDUCTOR_MODES)}; got {value!r}")
-    if mode == "auto":
-        return "triton" if runtime == "cuda" else "cpp"
-    if mode == "cpp" and runtime == "cuda":
-        raise ValueError(
-            f"{_MODE_VARIABLE}=cpp needs the host runtime: C++ kernels read host memory, and accel memory is "
-            f"CUDA memory on the cuda runtime this process runs (set {_MODE_VARIABLE} to auto or triton)"
-        )
-    return mode
-
-
-@functools.cache
-def codegen_config() -> CodegenConfig:
-    """This process's CodegenConfig (its runtime and TORCH_ACCEL_INDUCTOR), read once."""
-    import torch_accel
-
-    runtime = torch_accel.runtime()
-    return CodegenConfig(runtime, kernels_for_runtime(runtime))
+if TYPE_CHECKING:
+    from .codegen_config import CodegenConfig
 
 
 class InductorBackend(NamedTuple):
@@ -117,7 +63,7 @@ def backend_for(kernels: str) -> InductorBackend:
     """The code generators for accel generating ``kernels`` ("cpp" or "triton"). Registers nothing."""
     from torch._inductor.codegen.wrapper_fxir import WrapperFxCodegen
 
-    from ._inductor_codegen import AccelWrapperCodegen
+    from .codegen import AccelWrapperCodegen
 
     if kernels == "cpp":
         from torch._inductor.codegen.cpp import CppScheduling
@@ -130,6 +76,8 @@ def backend_for(kernels: str) -> InductorBackend:
         from torch._inductor.codegen.triton import TritonScheduling
 
         return InductorBackend(TritonScheduling, AccelWrapperCodegen, None, WrapperFxCodegen)
+    from .codegen_config import KERNELS
+
     raise ValueError(f"accel has no Inductor backend generating {kernels!r} kernels; expected one of {KERNELS}")
 
 
@@ -144,8 +92,11 @@ def prepare_triton_interpreter() -> None:
     Triton). So it must be set before Triton is imported, which the
     registration of accel's backend (at the first compile) is too late for.
     """
-    if os.environ.get(_MODE_VARIABLE) != "triton" or "triton" in sys.modules:
+    # codegen_config.MODE_VARIABLE, read without importing it.
+    if os.environ.get("TORCH_ACCEL_INDUCTOR") != "triton" or "triton" in sys.modules:
         return
+    from .codegen_config import codegen_config
+
     try:
         config = codegen_config()
     except (ValueError, RuntimeError):
@@ -156,10 +107,12 @@ def prepare_triton_interpreter() -> None:
 
 def _check_triton_interpreter() -> None:
     """Triton's interpreter runs the kernels of this process (see prepare_triton_interpreter)."""
+    from .codegen_config import MODE_VARIABLE
+
     value = os.environ.get("TRITON_INTERPRET", "")
     if value != "1":
         raise ValueError(
-            f"{_MODE_VARIABLE}=triton runs Triton kernels through Triton's interpreter on the host runtime, "
+            f"{MODE_VARIABLE}=triton runs Triton kernels through Triton's interpreter on the host runtime, "
             f"which needs TRITON_INTERPRET=1; it is {value!r} (leave it unset or set it to 1)"
         )
     import triton.language
@@ -167,13 +120,72 @@ def _check_triton_interpreter() -> None:
 
     if not isinstance(triton.language.sigmoid, InterpretedFunction):
         raise RuntimeError(
-            f"{_MODE_VARIABLE}=triton: Triton was imported before torch_accel set TRITON_INTERPRET=1, so its "
+            f"{MODE_VARIABLE}=triton: Triton was imported before torch_accel set TRITON_INTERPRET=1, so its "
             "functions are compiled, not interpreted; set TRITON_INTERPRET=1 in the environment (or import "
             "torch_accel before triton)"
         )
 
 
-def register(config: CodegenConfig) -> InductorBackend:
+def apply_fake_tensor_patches() -> None:
+    """At ``import torch_accel``: FakeTensor's patches (FakeTensor is loaded with torch)."""
+    from . import fake_tensor
+
+    _patches.apply(fake_tensor.convolution_layout)
+
+
+def join_gpu_types() -> None:
+    """Once torch._inductor.utils has executed: where accel's kernels are
+    Triton's (the CUDA runtime, or TORCH_ACCEL_INDUCTOR=triton), accel is one
+    of Inductor's GPU types (see backend_choice.gpu_types)."""
+    from .codegen_config import generates_triton
+
+    if generates_triton():
+        from . import backend_choice
+
+        _patches.apply(backend_choice.gpu_types)
+
+
+def _apply_inductor_patches(config: "CodegenConfig") -> None:
+    """The patches of Inductor for accel's backend registering with ``config``
+    (each applied once per process; the patches read ``config`` through
+    codegen_config.registered())."""
+    from . import backend_choice, convolution, device_properties, graphs, lowering
+    from .codegen_config import set_registered
+
+    set_registered(config)
+    _patches.apply(
+        backend_choice.current_backend,
+        backend_choice.ir_is_cpu,
+        backend_choice.scheduler_node_is_cpu,
+        lowering.div_by_constant,
+        convolution.layout_optimization,
+        convolution.convolution_lowering,
+        graphs.skip_message,
+        graphs.lowering_check,
+        graphs.accel_graphed_post_compile,
+    )
+    if config.kernels == "triton":
+        _patches.apply(
+            backend_choice.gpu_types,  # applied once torch._inductor.utils loaded; a no-op then
+            device_properties.accel_as_cuda,
+            lowering.mix_order_reduction,
+            lowering.online_softmax,
+            lowering.bmm_as_mm,
+            lowering.sdpa_bias_alignment,
+        )
+    if config.interpreted:
+        from . import interpreter
+
+        _patches.apply(
+            interpreter.has_triton_without_gpu,
+            interpreter.backend_without_driver,
+            interpreter.no_gpu_driver,
+            interpreter.libdevice_functions,
+            interpreter.tensor_index_for_numpy_2_4,
+        )
+
+
+def register(config: "CodegenConfig") -> InductorBackend:
     """Register Inductor's backend for accel as ``config`` says; returns what was registered."""
     from torch._inductor.codegen.common import (
         get_device_op_overrides,
@@ -181,19 +193,18 @@ def register(config: CodegenConfig) -> InductorBackend:
         register_device_op_overrides,
     )
 
-    from ._inductor_codegen import AccelCodegenIdentity, device_op_overrides
-    from ._inductor_patches import apply_inductor_patches
+    from .codegen import AccelCodegenIdentity, device_op_overrides
 
     backend = backend_for(config.kernels)
     if config.interpreted:
         _check_triton_interpreter()
-    apply_inductor_patches(config)
+    _apply_inductor_patches(config)
     # Inductor loads its own device op overrides on the first lookup, and only
     # while none is registered at all: load them before adding accel's.
     get_device_op_overrides("cpu")
-    register_device_op_overrides(_DEVICE_TYPE, device_op_overrides(config.kernels))
+    register_device_op_overrides(DEVICE_TYPE, device_op_overrides(config.kernels))
     register_backend_for_device(
-        _DEVICE_TYPE,
+        DEVICE_TYPE,
         backend.Scheduling,
         backend.PythonWrapperCodegen,
         backend.CppWrapperCodegen,
@@ -212,7 +223,7 @@ def _backend_reporting(error: Exception) -> InductorBackend:
     """
     from torch._inductor.codegen.wrapper_fxir import WrapperFxCodegen
 
-    from ._inductor_codegen import AccelWrapperCodegen
+    from .codegen import AccelWrapperCodegen
 
     class MisconfiguredScheduling:
         def __init__(self, *args: object, **kwargs: object) -> None:
@@ -224,24 +235,17 @@ def _backend_reporting(error: Exception) -> InductorBackend:
 @functools.cache
 def inductor_backend() -> InductorBackend:
     """Register accel's backend for this process's configuration, once, and return it."""
+    from .codegen_config import codegen_config
+
     try:
         config = codegen_config()
     except (ValueError, RuntimeError) as error:  # a bad TORCH_ACCEL_INDUCTOR or TORCH_ACCEL_RUNTIME
         from torch._inductor.codegen.common import register_backend_for_device
 
         backend = _backend_reporting(error)
-        register_backend_for_device(_DEVICE_TYPE, *backend)
+        register_backend_for_device(DEVICE_TYPE, *backend)
         return backend
     return register(config)
-
-
-def generates_triton() -> bool:
-    """Whether Inductor generates Triton kernels for accel in this process
-    (False for a bad configuration, which compiling for accel reports)."""
-    try:
-        return codegen_config().kernels == "triton"
-    except (ValueError, RuntimeError):
-        return False
 
 
 def register_if_inductor_loaded() -> None:

@@ -18,7 +18,7 @@ what they read and write. The wrapper does, and this module provides it:
 - ``AccelCodegenIdentity``: keys Inductor's FX graph cache on accel's runtime,
   the kernels it generates and its code generation.
 
-Imported only by _inductor_registration, when Inductor sets up its backends.
+Imported only by registration, when Inductor sets up its backends.
 """
 
 import os
@@ -33,7 +33,7 @@ from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPython
 from torch._inductor.custom_graph_pass import CustomGraphModulePass, get_hash_for_files
 from torch._inductor.virtualized import V
 
-_DEVICE_TYPE = "accel"
+from .._core import DEVICE_TYPE
 # How generated code names torch_accel._C._empty_strided (see make_allocation).
 _EMPTY_STRIDED_ACCEL = "from torch_accel._C import _empty_strided as empty_strided_accel"
 
@@ -51,7 +51,7 @@ class _AccelWrapperMixin:
         allocation_shape: Any = None,
         is_pinned: bool = False,
     ) -> str:
-        if device.type != _DEVICE_TYPE or device.index is None or is_pinned or config.test_configs.track_memory_lifecycle:
+        if device.type != DEVICE_TYPE or device.index is None or is_pinned or config.test_configs.track_memory_lifecycle:
             return super().make_allocation(name, device, dtype, shape, stride, allocation_shape, is_pinned)  # type: ignore[misc]
         # As PythonWrapperCodegen allocates for cpu and cuda (without the
         # dispatcher: torch._C._dynamo.guards._empty_strided_cpu/_cuda), with
@@ -70,7 +70,7 @@ class _AccelWrapperMixin:
         self, kernel_name: str, call_args: Any, *, device: Optional[torch.device] = None, triton: bool = True, **kwargs: Any
     ) -> None:
         device = device or V.graph.get_current_device_or_throw()
-        if not triton and device.type == _DEVICE_TYPE:
+        if not triton and device.type == DEVICE_TYPE:
             # A C++ kernel (CppScheduling): a plain function of the buffers'
             # data pointers, called as for cpu, since accel memory is host memory.
             self.writeline(self.wrap_kernel_call(kernel_name, call_args))  # type: ignore[attr-defined]
@@ -133,7 +133,7 @@ class AccelCudaDeviceOpOverrides(_AccelPythonOps, CUDADeviceOpOverrides):
     """Triton kernels, as for cuda (the CUDA runtime, or Triton's interpreter
     on the host runtime: the wrapper is the same). The C++ snippets (cpp_wrapper,
     AOTInductor) are CUDA's, which name cuda devices; they are not supported for
-    accel (see _inductor_registration)."""
+    accel (see registration)."""
 
 
 def device_op_overrides(kernels: str) -> DeviceOpOverrides:
@@ -151,17 +151,15 @@ class AccelCodegenIdentity(CustomGraphModulePass):
     after an upgrade.
     """
 
-    _SOURCES = ("_inductor_registration.py", "_inductor_codegen.py", "_inductor_patches.py", "_inductor_graphs.py")
-
     def __init__(self, config: Any) -> None:
-        self.config = config  # an _inductor_registration.CodegenConfig
+        self.config = config  # a codegen_config.CodegenConfig
         self.runtime = config.runtime
 
     def __call__(self, gm: torch.fx.GraphModule) -> None:
         pass
 
     def uuid(self) -> bytes:
+        # Every module of this package: the code generation and the patches of Inductor.
         here = os.path.dirname(os.path.abspath(__file__))
-        return get_hash_for_files(
-            tuple(os.path.join(here, name) for name in self._SOURCES), extra=f"{self.config.runtime}-{self.config.kernels}"
-        )
+        sources = tuple(sorted(os.path.join(here, name) for name in os.listdir(here) if name.endswith(".py")))
+        return get_hash_for_files(sources, extra=f"{self.config.runtime}-{self.config.kernels}")
