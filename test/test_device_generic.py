@@ -144,8 +144,8 @@ MODULES_WITHIN_ROUNDING = {
         "nn.RNN": "ATen's rnn_tanh/rnn_relu project every step's input with one matrix product for cpu "
         "tensors (and get its weight gradient from one product over all steps) and step by step for "
         "every other device: other roundings of the same sums. Module_db's inputs (batch 1, 3 steps) "
-        "happen to agree bitwise on some CPUs (AMD EPYC, MKL's generic path) and not on others (Intel "
-        "with MKL's AVX2/AVX-512 kernels)",
+        "happen to agree bitwise on some machines (an AMD EPYC with ATen's AVX2 kernels) and not on "
+        "others (Intel with MKL's AVX2/AVX-512 kernels; the same EPYC with ATEN_CPU_CAPABILITY=default)",
     },
     "cuda": {},  # the reference (cpu) is not the target there: every module is compared with tolerances
 }[TARGET]
