@@ -287,12 +287,13 @@ def test_memory_summary_reports_the_allocator_stats():
 def test_fully_shard_on_one_rank_matches_the_unsharded_model():
     proc = run_python(
         """
-        import os, torch, torch_accel, torch.distributed as dist, torch.nn as nn
+        import os, tempfile, torch, torch_accel, torch.distributed as dist, torch.nn as nn
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard
         torch.accel.set_device(0)
-        # A store of this process alone: no port to choose or share.
-        dist.init_process_group("accel", store=dist.HashStore(), rank=0, world_size=1)
+        # A file rendezvous of this process alone: no port to choose or share.
+        store = os.path.join(tempfile.mkdtemp(), "store")
+        dist.init_process_group("accel", init_method=f"file://{store}", rank=0, world_size=1)
         torch.manual_seed(0)
         reference = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)).to("accel")
         model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)).to("accel")

@@ -180,10 +180,16 @@ def fused_scale(p: float) -> float:
 
 
 def dropout_runs(fn, x: torch.Tensor, device: str, p: float, seed: int) -> list:
-    """fn's output and input gradient on ``device`` (x copied there), the seed set first."""
-    xd = x.detach().to(device).requires_grad_()
+    """fn's output and input gradient on ``device`` (x copied there), the seed
+    set first. The gradient only where the target can run a backward in this
+    process (the host runtime; see GRAD_REFERENCE): on the CUDA runtime the
+    masks come from cuda's generator, which cpu cannot stand in for."""
+    backward = TARGET == GRAD_REFERENCE
+    xd = x.detach().to(device).requires_grad_(backward)
     torch.manual_seed(seed)
     out = fn(xd, p)
+    if not backward:
+        return [out]
     (grad,) = torch.autograd.grad(out, xd, torch.linspace(-2, 2, x.numel()).reshape(x.shape).to(device))
     return [out, grad]
 
