@@ -11,6 +11,10 @@
 #                  writing test/reports/gpu-test[-STEPS].md (GPU_TEST_STEPS=core ...)
 #   make gpu-wheels  (here, with PyPI) the wheels gpu-test needs and the GPU image lacks
 #   make bench     benchmarks/ (accel against its target, ratios; BENCH_ARGS=--quick ...)
+#   make test-isa  the suites that compare accel with the CPU bit for bit, once
+#                  per CPU code-path setting (ATen's, MKL's and oneDNN's
+#                  instruction sets; tools/isa_settings.py --list shows them and
+#                  which this CPU can run; ISA_SETTINGS=aten-default ... picks some)
 #   make lint      C++ formatting (.clang-format), Python syntax, and the package's
 #                  structure (tools/check_package.py: no import circle, no import
 #                  of the package face from inside, no patch outside the registry)
@@ -29,7 +33,7 @@ PYTEST_ARGS ?=
 BENCH_ARGS ?=
 NATIVE_SOURCES := setup.py $(shell find csrc third_party/accelrt/src third_party/accelrt/include -name '*.cpp' -o -name '*.h' 2>/dev/null)
 
-.PHONY: install build test test-accelrt test-python demo gpu-test gpu-build gpu-wheels bench lint asan clean
+.PHONY: install build test test-accelrt test-python test-isa demo gpu-test gpu-build gpu-wheels bench lint asan clean
 
 install: build
 
@@ -82,6 +86,14 @@ test-accelrt:
 
 test-python: install
 	$(PY) -m pytest test $(PYTEST_ARGS)
+
+# The bitwise suites under each setting of tools/isa_settings.py (one pytest
+# run per setting, in a process whose environment holds it); a setting whose
+# instructions this CPU lacks is reported as not exercised. PYTEST_ARGS: test
+# files and options instead of the default suites.
+ISA_SETTINGS ?=
+test-isa: install
+	$(PY) tools/isa_settings.py $(addprefix --setting ,$(ISA_SETTINGS)) -- $(PYTEST_ARGS)
 
 demo: install
 	$(PY) -m torch_accel.demo

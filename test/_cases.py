@@ -37,6 +37,21 @@ def deterministic():
         torch.use_deterministic_algorithms(saved[0], warn_only=saved[1])
 
 
+# Dropout's probability in the models. at::dropout runs the fused
+# native_dropout for accel (as for cuda) and the composite for cpu, whose scale
+# factors, fl32(1/(1-p)) and fl32(1/fl32(1-p)), differ in the last bit for 15
+# of the 99 p in 0.01..0.99 (test_divergent_paths sweeps them all). For this p
+# they are equal, so training runs with dropout compare bitwise with the
+# target; dropout_scales_agree checks it.
+DROPOUT_P = 0.1
+
+
+def dropout_scales_agree(p: float) -> bool:
+    fused = torch.tensor(1 / (1 - p), dtype=torch.float32)
+    composite = torch.tensor(1.0) / torch.tensor(1 - p, dtype=torch.float32)
+    return bool(fused == composite)
+
+
 class SmallCNN(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -49,7 +64,7 @@ class SmallCNN(nn.Module):
             nn.ReLU(),
             nn.AdaptiveAvgPool2d(2),
         )
-        self.classifier = nn.Sequential(nn.Flatten(), nn.Dropout(0.1), nn.Linear(64, 10))
+        self.classifier = nn.Sequential(nn.Flatten(), nn.Dropout(DROPOUT_P), nn.Linear(64, 10))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.classifier(self.features(x))
@@ -60,9 +75,9 @@ class TransformerBlock(nn.Module):
         super().__init__()
         self.embed = nn.Embedding(50, dim)
         self.norm1 = nn.LayerNorm(dim)
-        self.attn = nn.MultiheadAttention(dim, heads, dropout=0.1, batch_first=True)
+        self.attn = nn.MultiheadAttention(dim, heads, dropout=DROPOUT_P, batch_first=True)
         self.norm2 = nn.LayerNorm(dim)
-        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Dropout(0.1), nn.Linear(4 * dim, dim))
+        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Dropout(DROPOUT_P), nn.Linear(4 * dim, dim))
         self.head = nn.Linear(dim, 50)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -121,9 +136,14 @@ def _train(model, make_batch, device, optimizer_class, steps=3, compiled=False, 
 
 
 MODELS = {"cnn": (SmallCNN, cnn_batch), "transformer": (TransformerBlock, transformer_batch)}
+# Each optimizer names its implementation: left to its default, torch.optim
+# takes foreach for accel (as for cuda) and the for-loop for cpu, two ways to
+# compute the update that agree bitwise only where torch's formulas happen to
+# (test_divergent_paths compares the defaults within rounding). foreach is
+# accel's default; the target runs the same implementation.
 OPTIMIZERS = {
-    "sgd": (torch.optim.SGD, {"lr": 0.05, "momentum": 0.9}),
-    "adamw": (torch.optim.AdamW, {"lr": 1e-3}),
+    "sgd": (torch.optim.SGD, {"lr": 0.05, "momentum": 0.9, "foreach": True}),
+    "adamw": (torch.optim.AdamW, {"lr": 1e-3, "foreach": True}),
 }
 
 

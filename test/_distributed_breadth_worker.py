@@ -200,6 +200,9 @@ def _mlp() -> nn.Module:
     return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 4))
 
 
+# The optimizers name their implementation (foreach=False, torch.optim's
+# for-loop): left to its default, torch.optim takes foreach for accel (as for
+# cuda) and the for-loop for cpu, and accel is compared with a cpu run here.
 FSDP_STEPS = 3
 FSDP_BATCH = 4
 
@@ -216,7 +219,7 @@ def fsdp(device_type: str, rank: int, world_size: int) -> dict:
         if isinstance(layer, nn.Linear):
             fully_shard(layer, mesh=mesh, mp_policy=policy)
     fully_shard(model, mesh=mesh, mp_policy=policy)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, foreach=False)
     g = torch.Generator().manual_seed(100 + rank)  # each rank its own batch
     losses = []
     for _ in range(FSDP_STEPS):
@@ -245,7 +248,7 @@ def fsdp_cpu_offload(device_type: str, rank: int, world_size: int) -> dict:
     torch.manual_seed(0)
     model = _mlp()
     fully_shard(model, mesh=mesh, offload_policy=CPUOffloadPolicy(pin_memory=device_type != "cpu"))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, foreach=False)
     g = torch.Generator().manual_seed(200 + rank)
     losses = []
     for _ in range(FSDP_STEPS):
@@ -333,7 +336,7 @@ def mesh_2d(device_type: str, rank: int, world_size: int) -> dict:
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 8)).to(device)
     parallelize_module(model, mesh["tp"], {"0": ColwiseParallel(), "2": RowwiseParallel()})
     fully_shard(model, mesh=mesh["dp"])
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, foreach=False)
     inputs = _values(0, "mesh_2d_inputs", (5, 8)).to(device)
     losses = []
     for _ in range(2):
@@ -411,7 +414,7 @@ def mesh_2x2(device_type: str, rank: int, world_size: int) -> dict:
     parallelize_module(model, mesh["tp"], {"0": ColwiseParallel(), "2": RowwiseParallel()})
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     fully_shard(model, mesh=mesh["dp"], mp_policy=policy)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, foreach=False)
     # Each dp replica its own batch; the tp ranks of a replica share it.
     inputs = _values(mesh.get_coordinate()[0], "mesh_2x2_inputs", (3, 8)).to(device)
     losses = []

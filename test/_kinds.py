@@ -2,7 +2,9 @@
 outcomes, for tensors of every kind (strided, quantized, sparse, nested),
 shared by test_quantized.py, test_sparse.py and test_tensor_kinds.py.
 
-The rule: where the target raises, accel raises the same exception type;
+The rule: where the target raises, accel raises the same exception type with
+the same message (device names aside; where the target has no kernel at all,
+accel's own message naming accel);
 otherwise accel's result is on accel (where the target's is on the target)
 and equal to the target's bit for bit, part by part: a quantized tensor's
 integer representation and quantizer, a sparse tensor's indices and values,
@@ -118,9 +120,16 @@ def run_both(fn: Callable, *args: Any) -> tuple[Any, Any]:
     return outcomes[0], outcomes[1]
 
 
+def without_devices(message: str) -> str:
+    """An error message with its device names (accel's and the target's) made alike."""
+    message = re.sub(r",\s*device='[^']*'", "", message)  # a tensor's repr names its device unless it is cpu
+    return re.sub(rf"\b(?:{ACCEL}|{TARGET})(?::\d+)?\b", "<device>", message, flags=re.I)
+
+
 def assert_same_outcome(fn: Callable, *args: Any) -> Any:
-    """Accel raises iff the target raises (the same exception type), and
-    otherwise gives the target's result. Returns accel's result (or error)."""
+    """Accel raises iff the target raises (the same exception type and
+    message, device names aside), and otherwise gives the target's result.
+    Returns accel's result (or error)."""
     (target, target_error), (accel, accel_error) = run_both(fn, *args)
     if target_error is not None:
         assert accel_error is not None, f"the target raised {target_error!r}; accel returned {accel!r}"
@@ -128,6 +137,9 @@ def assert_same_outcome(fn: Callable, *args: Any) -> Any:
         if isinstance(accel_error, NotImplementedError) and "Could not run" in str(target_error):
             # The target has no kernel: accel says that it lacks the operator.
             assert_names_accel(accel_error)
+        else:
+            accel_message, target_message = (without_devices(str(e).splitlines()[0] if str(e) else "") for e in (accel_error, target_error))
+            assert accel_message == target_message, f"target: {target_error!r}; accel: {accel_error!r}"
         return accel_error
     if accel_error is not None:
         raise accel_error

@@ -57,11 +57,17 @@ def test_device_context_manager_restores_on_exception(two_devices):
     assert torch_accel.current_device() == 0
 
 
-def test_device_none_and_negative_are_noops():
-    with torch_accel.device(None):
-        assert torch_accel.current_device() == 0
-    with torch_accel.device(-1):
-        assert torch_accel.current_device() == 0
+def test_device_none_and_negative_are_noops(two_devices):
+    # From device 1, so that a no-op cannot pass for a switch to device 0.
+    torch_accel.set_device(1)
+    try:
+        for index in (None, -1):
+            with torch_accel.device(index):
+                assert torch_accel.current_device() == 1
+                assert torch.empty(1, device="accel").device == torch.device("accel:1")
+            assert torch_accel.current_device() == 1
+    finally:
+        torch_accel.set_device(0)
 
 
 # torch.accel._DeviceGuard and the C functions Inductor's generated wrappers

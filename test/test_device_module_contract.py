@@ -253,9 +253,21 @@ def test_data_parallel_helpers_read_devices_and_properties():
         assert torch._utils._get_current_device_index() == torch.accel.current_device()
 
 
-def test_profiler_synchronizes_accel():
+def test_profiler_synchronizes_accel(monkeypatch):
+    # torch.autograd.profiler.profile(use_device=...) calls the device module's
+    # synchronize on exit, before it collects the device's events.
+    calls = []
+    synchronize = torch.accel.synchronize
+
+    def recording_synchronize(*args, **kwargs):
+        calls.append((args, kwargs))
+        return synchronize(*args, **kwargs)
+
+    monkeypatch.setattr(torch.accel, "synchronize", recording_synchronize)
     with torch.autograd.profiler.profile(use_device="accel") as prof:
         torch.ones(4, device="accel").add_(1)
+        assert calls == []
+    assert calls == [((), {})]  # once, for the current device
     assert any(e.name == "aten::add_" for e in prof.function_events)
 
 
@@ -275,12 +287,13 @@ def test_memory_summary_reports_the_allocator_stats():
 def test_fully_shard_on_one_rank_matches_the_unsharded_model():
     proc = run_python(
         """
-        import os, torch, torch_accel, torch.distributed as dist, torch.nn as nn
+        import os, tempfile, torch, torch_accel, torch.distributed as dist, torch.nn as nn
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard
-        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(29500 + os.getpid() % 1000))
         torch.accel.set_device(0)
-        dist.init_process_group("accel", rank=0, world_size=1)
+        # A file rendezvous of this process alone: no port to choose or share.
+        store = os.path.join(tempfile.mkdtemp(), "store")
+        dist.init_process_group("accel", init_method=f"file://{store}", rank=0, world_size=1)
         torch.manual_seed(0)
         reference = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)).to("accel")
         model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)).to("accel")

@@ -149,12 +149,11 @@ def test_collectives_on_a_side_stream(ranks):
 
 
 def test_barrier_waits_for_every_rank(ranks):
+    # Every rank left the barrier after the last one (which arrived late) entered it.
     for rank, results in enumerate(ranks):
-        waited = results["barrier_waited_s"]
-        assert_no_failure(waited, "barrier")
-        if len(ranks) > 1 and rank == 0:
-            # The last rank arrived 0.5 s late.
-            assert waited > 0.3, f"rank 0 left the barrier after {waited:.3f} s"
+        saw = results["barrier_saw_the_last_rank"]
+        assert_no_failure(saw, "barrier")
+        assert saw is True, f"rank {rank} left the barrier before the last rank entered it"
 
 
 def test_ddp_matches_ddp_on_the_target_bitwise(ranks, target_ddp):
@@ -292,14 +291,11 @@ def test_init_process_group_without_backend_takes_accels_backend(store_path):
 
 def test_init_device_mesh_takes_accels_backend(monkeypatch):
     # init_device_mesh calls init_process_group() itself (env:// rendezvous).
-    import socket
-
     from torch.distributed.device_mesh import init_device_mesh
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    for name, value in {"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}.items():
+    # MASTER_PORT=0: rank 0's TCPStore (the env:// rendezvous' server) binds a
+    # port the system chooses, and no other process has to reach it.
+    for name, value in {"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "0"}.items():
         monkeypatch.setenv(name, value)
     try:
         mesh = init_device_mesh("accel", (1,))

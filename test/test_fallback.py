@@ -260,31 +260,40 @@ def test_fresh_results_keep_autograd(target):
 
 
 def test_views_and_metadata_ops_never_reach_the_fallback():
-    x = torch.randn(4, 6, device="accel")
+    def views_of(x):
+        return [
+            x.view(24),
+            x.reshape(6, 4),
+            x.t(),
+            x.transpose(0, 1),
+            x.permute(1, 0),
+            x[1:3, ::2],
+            x[0],
+            x.select(1, 2),
+            x.narrow(1, 1, 2),
+            x.unsqueeze(0).squeeze(0),
+            x.expand(2, 4, 6),
+            x.detach(),
+            x.flatten(),
+            x.unflatten(1, (2, 3)),
+            x.as_strided((2, 2), (1, 4)),
+            x.view(torch.int32),
+            x.real,
+        ]
+
+    def metadata_of(x):
+        return (x.size(), x.stride(), x.storage_offset(), x.dim(), x.numel(), x.is_contiguous(), x.dtype)
+
+    reference = torch.randn(4, 6)
+    x = reference.to("accel")
     before = fallback_calls()
-    views = [
-        x.view(24),
-        x.reshape(6, 4),
-        x.t(),
-        x.transpose(0, 1),
-        x.permute(1, 0),
-        x[1:3, ::2],
-        x[0],
-        x.select(1, 2),
-        x.narrow(1, 1, 2),
-        x.unsqueeze(0).squeeze(0),
-        x.expand(2, 4, 6),
-        x.detach(),
-        x.flatten(),
-        x.unflatten(1, (2, 3)),
-        x.as_strided((2, 2), (1, 4)),
-        x.view(torch.int32),
-        x.real,
-    ]
-    shapes = [v.shape for v in views]
-    sizes = (x.size(), x.stride(), x.storage_offset(), x.dim(), x.numel(), x.is_contiguous(), x.dtype, x.device)
+    views = views_of(x)
+    metadata = [metadata_of(x)] + [metadata_of(v) for v in views]
     assert fallback_calls() == before
-    assert all(v.device == x.device for v in views) and shapes and sizes
+    # Each view is the target's view: same metadata, over x's own memory, on x's device.
+    assert metadata == [metadata_of(reference)] + [metadata_of(v) for v in views_of(reference)]
+    for view in views:
+        assert view.device == x.device and view.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
 
 
 def test_hot_operators_are_counted_like_fallback_calls():
@@ -477,10 +486,10 @@ def test_two_accel_devices_in_one_op_is_an_error(two_devices):
 
 def test_out_on_the_wrong_device_is_an_error():
     x = torch.randn(3, device="accel")
-    out = torch.empty(3)
+    out = torch.full((3,), 7.0)
     with pytest.raises(RuntimeError, match=r"same device.*accel:0 and cpu"):
         torch.add(x, x, out=out)
-    assert torch.equal(out, out)  # out untouched and valid
+    assert torch.equal(out, torch.full((3,), 7.0))  # out untouched and valid
 
 
 def assert_cpu_tensor_intact(tensor, shape, data_ptr):

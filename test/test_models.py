@@ -2,7 +2,10 @@
 parameters are bitwise those of the same run on the target device.
 
 The target run happens in another process without torch_accel (see _cases.py
-for why); the accel run happens here.
+for why); the accel run happens here. Both run the same code paths: the
+optimizers name their implementation (foreach), and the models' dropout
+probability is one for which accel's fused dropout and the CPU's composite
+scale alike (_cases.DROPOUT_P; test_divergent_paths covers the others).
 """
 
 import pytest
@@ -36,6 +39,8 @@ def assert_same(accel: dict, expected: dict) -> None:
 @pytest.mark.parametrize("optimizer", sorted(_cases.OPTIMIZERS))
 @pytest.mark.parametrize("model", sorted(_cases.MODELS))
 def test_training_matches_the_target_bitwise(model, optimizer, reference):
+    assert _cases.dropout_scales_agree(_cases.DROPOUT_P)
+    assert _cases.OPTIMIZERS[optimizer][1]["foreach"] is True
     result = _cases.train(model, optimizer, "accel")
     assert result["devices"] == ["accel:0"]
     assert_same(result, reference[f"train-{model}-{optimizer}"])

@@ -122,18 +122,44 @@ def test_accel_time_per_operator(make_profile):
 
 
 @pytest.mark.parametrize("make_profile", [kineto_profile, stubs_profile], ids=["kineto", "stubs"])
-def test_large_matmul_takes_more_accel_time_than_a_tiny_add(make_profile, target):
-    # Large enough that the matmul outlasts an add's launch costs on either runtime.
-    n = 2048 if target == "cuda" else 512
-    big = torch.randn(n, n, device="accel")
+def test_each_operator_gets_accel_time_of_its_own(make_profile):
+    big = torch.randn(64, 64, device="accel")
     tiny = torch.ones(4, device="accel")
-    big @ big, tiny + 1  # warm up both
-    torch_accel.synchronize()
     with make_profile() as prof:
         big @ big
         tiny + 1
     events = events_of(prof)
-    assert total_device_time(events, "aten::mm") > total_device_time(events, "aten::add") > 0
+    for name in ("aten::mm", "aten::add"):
+        assert [e.name for e in events].count(name) == 1, name
+        assert total_device_time(events, name) > 0, name
+
+
+def test_accel_work_runs_in_the_order_of_its_operators(tmp_path):
+    # Order, not duration: the matmul's accel work ends before the add's begins
+    # (one stream), and each is linked to its own operator.
+    big = torch.randn(64, 64, device="accel")
+    tiny = torch.ones(4, device="accel")
+    with kineto_profile() as prof:
+        big @ big
+        tiny + 1
+    trace = load_trace(prof, tmp_path)
+    ops = {e["args"]["External id"]: e for e in trace if e.get("cat") == "cpu_op"}
+    work = {}
+    for kernel in (e for e in trace if e.get("cat") in DEVICE_CATEGORIES):
+        op = ops.get(kernel["args"].get("External id"))
+        if op is not None and op["name"] in ("aten::mm", "aten::add"):
+            work.setdefault(op["name"], []).append(kernel)
+    assert set(work) == {"aten::mm", "aten::add"}
+    mm_end = max(k["ts"] + k["dur"] for k in work["aten::mm"])
+    add_start = min(k["ts"] for k in work["aten::add"])
+    assert mm_end <= add_start
+    assert ops_order(ops, "aten::mm") < ops_order(ops, "aten::add")
+
+
+def ops_order(ops: dict, name: str) -> float:
+    """When the (only) operator ``name`` of a trace began."""
+    (start,) = [e["ts"] for e in ops.values() if e["name"] == name]
+    return start
 
 
 def test_kernels_are_linked_to_their_operators():

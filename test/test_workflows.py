@@ -71,7 +71,7 @@ def test_actionlint_catches_a_broken_workflow(tmp_path):
 def test_every_make_target_called_exists():
     targets = makefile_targets()
     called = {path: make_targets_called(open(path).read()) for path in workflow_files()}
-    assert called[os.path.join(WORKFLOWS, "ci.yml")] == ["test", "asan"]
+    assert called[os.path.join(WORKFLOWS, "ci.yml")] == ["test", "test-isa", "asan"]
     assert called[os.path.join(WORKFLOWS, "gpu.yml")] == ["gpu-wheels", "gpu-test"]
     for path, names in called.items():
         for name in names:
@@ -107,3 +107,27 @@ def test_gpu_job_uploads_the_report_whatever_the_outcome():
     # The labels are documented where users look for them.
     guide = open(os.path.join(ROOT, "docs", "gpu-runs.md")).read()
     assert "self-hosted, linux, x64, gpu" in guide
+
+
+def test_isa_job_runs_every_setting_once_per_job():
+    # One job per setting of tools/isa_settings.py, each running `make test-isa`
+    # for its own setting only, and the docs say how to run them.
+    import sys
+
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import isa_settings
+
+    ci = open(os.path.join(WORKFLOWS, "ci.yml")).read()
+    job = re.search(r"^  isa:\n(.*?)(?=^  \w[\w-]*:\n|\Z)", ci, re.M | re.S)
+    assert job, ci
+    matrix = re.search(r"^ {8}setting:\n((?: {10}- \S+\n)+)", job.group(1), re.M)
+    assert matrix, job.group(1)
+    assert re.findall(r"- (\S+)", matrix.group(1)) == list(isa_settings.SETTINGS)
+    assert "fail-fast: false" in job.group(1)
+    assert re.findall(r"run: (.*)", job.group(1)) == ["make test-isa PYTHON=python3 ISA_SETTINGS=${{ matrix.setting }}"]
+    assert "test-isa" in makefile_targets()
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    development = open(os.path.join(ROOT, "docs", "development.md")).read()
+    assert "make test-isa" in readme and "ISA_SETTINGS=" in development
+    makefile = open(os.path.join(ROOT, "Makefile")).read()
+    assert "make test-isa" in makefile.split("SHELL :=")[0]  # the header lists it

@@ -237,10 +237,11 @@ SECTIONS: tuple[Section, ...] = (
     Section(
         name="device-generic",
         step="generic",
-        what="PyTorch's device-generic tests instantiated for accel: out=, FakeTensor, gradients, modules, optimizers",
+        what="PyTorch's device-generic tests instantiated for accel: out=, FakeTensor, gradients, modules, optimizers; "
+        "the paths PyTorch picks by device type (RNN, dropout, optimizer defaults, ...), pinned and by default",
         limit_s=420,
-        estimate_s=240,
-        tests=("test/test_device_generic.py",),
+        estimate_s=250,
+        tests=("test/test_device_generic.py", "test/test_divergent_paths.py"),
         workers=6,
         artifacts=("build/device-generic-report.json",),
     ),
