@@ -769,3 +769,83 @@ def test_in_place_addr_rejects_a_self_that_is_not_a_matrix(target):
     expected = m.clone().addr_(torch.arange(2.0, device=target), torch.arange(3.0, device=target))
     result = m.to("accel").addr_(torch.arange(2.0, device="accel"), torch.arange(3.0, device="accel"))
     assert_bitwise(result, expected, target)
+
+
+# An out= tensor that the operator resizes (resize_output) before its kernel
+# fails keeps its new shape, and its storage the new size, on the target; so
+# on accel. Each case: (out's dtype and size, the failing call).
+FAILING_OUT_CALLS = {
+    "remainder_by_zero": (torch.int64, 2, lambda d, out: torch.remainder(torch.tensor([1, 2, 3, 4], device=d), 0, out=out)),
+    "div_floor_by_zero": (
+        torch.int64,
+        2,
+        lambda d, out: torch.div(torch.arange(1, 7, device=d), 0, rounding_mode="floor", out=out),
+    ),
+    "mm_dtype_mismatch": (
+        torch.float32,
+        1,
+        lambda d, out: torch.mm(torch.ones(3, 4, device=d), torch.ones(4, 5, dtype=torch.float64, device=d), out=out),
+    ),
+    "gather_index_out_of_range": (
+        torch.float32,
+        1,
+        lambda d, out: torch.gather(torch.ones(3, 3, device=d), 1, torch.tensor([[0, 5], [1, 2]], device=d), out=out),
+    ),
+    "index_select_out_of_range": (
+        torch.float32,
+        1,
+        lambda d, out: torch.index_select(torch.ones(3, 3, device=d), 0, torch.tensor([0, 7], device=d), out=out),
+    ),
+    "mean_into_int": (torch.int64, 1, lambda d, out: torch.mean(torch.ones(3, 4, device=d), 0, out=out)),
+    # values resized, then the indices' dtype refused
+    "sort_indices_dtype": (
+        torch.float32,
+        1,
+        lambda d, out: torch.sort(
+            torch.tensor([[3.0, 1, 2]], device=d), out=(out, torch.zeros(1, dtype=torch.int32, device=d))
+        ),
+    ),
+    "topk_indices_dtype": (
+        torch.float32,
+        1,
+        lambda d, out: torch.topk(
+            torch.tensor([3.0, 1, 2, 5], device=d), 2, out=(out, torch.zeros(1, dtype=torch.int32, device=d))
+        ),
+    ),
+    "max_indices_dtype": (
+        torch.float32,
+        1,
+        lambda d, out: torch.max(
+            torch.tensor([[3.0, 1], [2, 5]], device=d), 1, out=(out, torch.zeros(1, dtype=torch.int32, device=d))
+        ),
+    ),
+}
+
+
+def _after_failing_out_call(case, device):
+    dtype, size, call = FAILING_OUT_CALLS[case]
+    base = torch.zeros(size + 1, dtype=dtype, device=device)
+    out = base[1:]  # a view: the base shares the storage the kernel grows
+    try:
+        call(device, out)
+        error = None
+    except (RuntimeError, IndexError) as e:
+        error = type(e)
+    storage = out.untyped_storage()
+    return {
+        "error": error,
+        "shape": tuple(out.shape),
+        "stride": out.stride(),
+        "storage_offset": out.storage_offset(),
+        "storage_nbytes": storage.nbytes(),
+        "base_shares_storage": base.untyped_storage().data_ptr() == storage.data_ptr(),
+        "base_nbytes": base.untyped_storage().nbytes(),
+    }
+
+
+@pytest.mark.filterwarnings("ignore:An output with one or more elements was resized")
+@pytest.mark.parametrize("case", sorted(FAILING_OUT_CALLS))
+def test_out_resized_before_a_kernel_error_keeps_its_new_shape(case, target):
+    expected = _after_failing_out_call(case, target)
+    assert expected["error"] is not None
+    assert _after_failing_out_call(case, "accel") == expected

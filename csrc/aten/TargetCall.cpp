@@ -359,6 +359,20 @@ TargetCall::KernelScope::KernelScope(const TargetCall& call)
   }
 }
 
+void TargetCall::rethrowKernelError() {
+  try {
+    syncBack();
+  } catch (...) {
+    // The kernel's error is the one to report; the arguments keep what could
+    // be synced.
+  }
+  try {
+    throw;
+  } catch (const c10::OutOfMemoryError& e) {
+    throwOutOfMemory(e);
+  }
+}
+
 void TargetCall::throwOutOfMemory(const c10::OutOfMemoryError& e) const {
   // The target's allocator names the target device; say which accel device it is.
   C10_THROW_ERROR(
