@@ -849,3 +849,90 @@ def test_out_resized_before_a_kernel_error_keeps_its_new_shape(case, target):
     expected = _after_failing_out_call(case, target)
     assert expected["error"] is not None
     assert _after_failing_out_call(case, "accel") == expected
+
+
+def test_recycled_target_views_hold_no_stale_sizes(target):
+    # ATen's linalg_vector_norm reads sizes()[0] of a 0-dim tensor (past its
+    # dimensions); a recycled view must read there what a new one would (a
+    # view that stood for a tensor whose first dimension is 1 used to read 1
+    # and take another path: 0.009804928675293922 on accel, ...27743971348 on
+    # the target).
+    value = 0.009804928675293922
+    torch.ones(1, 3, device="accel") * 2
+    result = torch.tensor(value, device="accel").norm(3, 0)
+    assert_bitwise(result, torch.tensor(value, device=target).norm(3, 0), target)
+
+
+def _target_view_states(tensor):
+    recycled, state = torch_accel._C._target_view_state(tensor, True)
+    _, new = torch_accel._C._target_view_state(tensor, False)
+    return recycled, state, new
+
+
+# What the operators before a target view's reuse leave in it: fewer
+# dimensions (slots past dim() keep the old sizes and strides), six or more
+# (sizes and strides out of line), 0-dim ones, other dtypes, views made in or
+# out of inference mode, and out= arguments a kernel resized in place.
+def _leave_views_of_many_dims():
+    torch.ones(1, 2, 3, 4, 5, device="accel").sum(0)
+    torch.ones(2, 1, 1, 3, 1, 2, device="accel").transpose(0, 5) * 3
+
+
+def _leave_views_of_few_dims():
+    torch.ones(3, 1, device="accel") + torch.tensor(2.0, device="accel")
+
+
+def _leave_views_of_another_dtype():
+    torch.arange(6, dtype=torch.int16, device="accel").view(2, 3).t().sum()
+
+
+def _leave_views_made_in_inference_mode():
+    with torch.inference_mode():
+        torch.ones(2, 3, device="accel") * 2
+
+
+def _leave_views_a_kernel_resized():
+    out = torch.empty(6, device="accel")[:0]  # room for the resized out= in its storage
+    torch.add(torch.ones(2, 2, device="accel"), 1, out=out)
+
+
+PREVIOUS_OPERATORS = {
+    "many_dims": _leave_views_of_many_dims,
+    "few_dims": _leave_views_of_few_dims,
+    "another_dtype": _leave_views_of_another_dtype,
+    "inference_mode": _leave_views_made_in_inference_mode,
+    "resized_by_a_kernel": _leave_views_a_kernel_resized,
+}
+
+VIEWED_TENSORS = {
+    "0-dim": lambda: torch.tensor(1.5, device="accel"),
+    "1-dim": lambda: torch.arange(4.0, device="accel"),
+    "transposed": lambda: torch.ones(3, 2, device="accel").t(),
+    "5-dim expanded": lambda: torch.ones(1, 2, 1, 3, 1, device="accel").expand(2, 2, 2, 3, 2),
+    "7-dim": lambda: torch.ones(1, 1, 2, 1, 1, 1, 2, dtype=torch.float64, device="accel"),
+    "offset": lambda: torch.arange(10, device="accel")[3:7],
+    "channels_last": lambda: torch.ones(2, 3, 4, 5, device="accel").to(memory_format=torch.channels_last),
+    "empty": lambda: torch.ones(0, 3, device="accel"),
+}
+
+
+@pytest.mark.parametrize("inference", [False, True], ids=["normal", "inference_mode"])
+@pytest.mark.parametrize("previous", sorted(PREVIOUS_OPERATORS))
+def test_recycled_target_views_are_indistinguishable_from_new_ones(previous, inference):
+    # Every property a kernel can observe of the target view standing for an
+    # accel tensor (TensorImpl's and StorageImpl's, the inline slots past
+    # dim() included) is the same whether its TensorImpl is new or recycled.
+    tensors = {name: make() for name, make in VIEWED_TENSORS.items()}
+    recycled_any = False
+    for name, tensor in tensors.items():
+        PREVIOUS_OPERATORS[previous]()
+        if inference:
+            with torch.inference_mode():
+                recycled, state, new = _target_view_states(tensor)
+        else:
+            recycled, state, new = _target_view_states(tensor)
+        recycled_any |= recycled
+        differences = {key: (state[key], new[key]) for key in new if state[key] != new[key]}
+        assert not differences, (name, differences)
+    assert recycled_any
+

@@ -23,6 +23,14 @@ at::Tensor toTarget(const at::Tensor& accel);
 // metadata back to `accel` afterwards.
 at::Tensor toResizableTarget(const at::Tensor& accel);
 
+// toResizableTarget with a new TensorImpl, never a recycled one (see
+// recycleTarget): what a recycled view must be indistinguishable from, which
+// tests compare it with.
+at::Tensor toNewResizableTarget(const at::Tensor& accel);
+
+// Whether a recycled view waits on this thread for the next toTarget.
+bool hasRecycledTarget();
+
 // toResizableTarget for an accel tensor whose storage an existing target view
 // already stands for: `same_storage`, made (by the same call) for an accel
 // tensor with the same accel storage. The new view shares its storage, so
