@@ -231,6 +231,11 @@ at::Tensor targetOver(const at::Tensor& accel, bool resizable, bool keep_alive, 
   checkNotInBadFork();
   const c10::Storage& storage = accel.storage();
   const c10::DeviceIndex device = accel.device().index();
+  // Kernels may resize an argument's storage only where the accel storage
+  // itself may be resized: one received from another process, or handed out
+  // by a graph, raises the target's "Trying to resize storage that is not
+  // resizable", as cuda's do.
+  resizable = resizable && storage.resizable();
   auto data = keep_alive ? retainingData(storage, device) : borrowedData(const_cast<void*>(storage.data()), device);
   auto impl = recycle && !keep_alive ? recycledViews.take() : c10::intrusive_ptr<c10::TensorImpl>();
   if (impl) {

@@ -19,8 +19,9 @@ using MapTensor = c10::function_ref<at::Tensor(const at::Tensor&)>;
 at::Tensor toTarget(const at::Tensor& accel);
 
 // toTarget for an argument a kernel may resize (out=, in-place): its storage
-// can grow, with the target's allocator. The caller moves any new memory and
-// metadata back to `accel` afterwards.
+// can grow, with the target's allocator, unless `accel`'s storage is not
+// resizable. The caller moves any new memory and metadata back to `accel`
+// afterwards.
 at::Tensor toResizableTarget(const at::Tensor& accel);
 
 // toResizableTarget with a new TensorImpl, never a recycled one (see
