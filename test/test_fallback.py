@@ -771,6 +771,120 @@ def test_in_place_addr_rejects_a_self_that_is_not_a_matrix(target):
     assert_bitwise(result, expected, target)
 
 
+# Composite kernels that call a DispatchStub by their tensors' device type
+# (PyTorch 2.11, found by tools/composite_stub_calls.py: see
+# docs/alias-fallback.md, "DispatchStubs"). Each used to reach the stub's empty PrivateUse1 slot
+# ("DispatchStub: missing kernel for accel") or a CPU-only kernel; each runs
+# the target's kernels now, bitwise as on the target.
+def _ldexp_inputs(device, exponent_dtype):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 5, generator=g).to(device)
+    e = torch.randint(-40, 40, (4, 5), generator=g).to(exponent_dtype).to(device)
+    return x, e
+
+
+def _sparse_indices(device, coalesced=True):
+    rows = [[0, 1, 1], [2, 0, 3]] if coalesced else [[1, 0, 1], [0, 2, 3]]
+    return torch.tensor(rows, device=device), torch.tensor([1.0, 2.0, 3.0], device=device)
+
+
+STUB_PATHS = {
+    # ldexp with an integer exponent: ldexp_stub (ldexp.Tensor, ldexp.out; ldexp_ calls ldexp.out).
+    "ldexp_int64": lambda d: torch.ldexp(*_ldexp_inputs(d, torch.int64)),
+    "ldexp_int32": lambda d: torch.ldexp(*_ldexp_inputs(d, torch.int32)),
+    "ldexp_out": lambda d: torch.ldexp(*_ldexp_inputs(d, torch.int64), out=torch.empty(0, device=d)),
+    "ldexp_inplace": lambda d: (lambda x, e: x.ldexp_(e))(*_ldexp_inputs(d, torch.int16)),
+    # kaiser_window's three overloads: kaiser_window_stub.
+    "kaiser_window": lambda d: torch.kaiser_window(11, device=d),
+    "kaiser_window_periodic": lambda d: torch.kaiser_window(11, False, dtype=torch.float64, device=d),
+    "kaiser_window_beta": lambda d: torch.kaiser_window(11, True, 7.5, device=d),
+    "kaiser_window_out": lambda d: torch.ops.aten.kaiser_window.out(6, out=torch.empty(0, device=d)),
+    # _batch_norm_no_update calls batch_norm_cpu (batch_norm_cpu_collect_stats_stub).
+    "batch_norm_no_update": lambda d: torch.ops.aten._batch_norm_no_update(
+        torch.arange(20.0, device=d).view(4, 5),
+        torch.full((5,), 2.0, device=d),
+        torch.ones(5, device=d),
+        torch.arange(5.0, device=d),
+        torch.arange(1.0, 6.0, device=d),
+        0.1,
+        1e-5,
+    )[0],
+    # Indices said to be coalesced are checked with flatten_indices_stub
+    # (sparse_coo_tensor.indices, .indices_size, _validate_sparse_coo_tensor_args).
+    "sparse_coo_tensor_coalesced": lambda d: torch.sparse_coo_tensor(
+        *_sparse_indices(d), (2, 4), is_coalesced=True, check_invariants=True
+    ).to_dense(),
+    "sparse_coo_tensor_coalesced_no_size": lambda d: torch.sparse_coo_tensor(
+        *_sparse_indices(d), is_coalesced=True, check_invariants=True
+    ).to_dense(),
+    "validate_sparse_coo_tensor_args": lambda d: torch._validate_sparse_coo_tensor_args(*_sparse_indices(d), (2, 4), True),
+    "validate_sparse_coo_tensor_args_uncoalesced": lambda d: torch._validate_sparse_coo_tensor_args(
+        *_sparse_indices(d, coalesced=False), (2, 4), True
+    ),
+    # The two already routed before the analysis: conj_physical_ (conj_physical_stub), mode.values (mode_stub).
+    "conj_physical_": lambda d: torch.complex(torch.arange(3.0, device=d), torch.ones(3, device=d)).conj_physical_(),
+    "mode_values": lambda d: torch.mode(
+        torch.tensor([[1.0, 2, 2], [3, 3, 1]], device=d),
+        1,
+        out=(torch.empty(0, device=d), torch.empty(0, dtype=torch.long, device=d)),
+    ),
+}
+
+
+def _outcome(fn, device):
+    try:
+        return fn(device)
+    except RuntimeError as error:
+        return RuntimeError, str(error).split("\n")[0]
+
+
+@pytest.mark.parametrize("path", sorted(STUB_PATHS))
+def test_composites_calling_a_dispatch_stub_run_as_on_the_target(path, target):
+    expected = _outcome(STUB_PATHS[path], target)
+    result = _outcome(STUB_PATHS[path], "accel")
+    if isinstance(expected, tuple) and expected and expected[0] is RuntimeError:
+        assert result == expected
+    elif expected is None:
+        assert result is None
+    else:
+        assert_bitwise(result, expected, target)
+
+
+def test_ldexp_with_an_integer_exponent_keeps_its_gradient(target):
+    # Routed to the target's composite below autograd: ldexp's own derivative.
+    x, e = _ldexp_inputs(target, torch.int64)
+    xa = x.to("accel").requires_grad_()
+    torch.ldexp(xa, e.to("accel")).sum().backward()
+    reference = x.clone().requires_grad_()
+    torch.ldexp(reference, e).sum().backward()
+    assert_bitwise(xa.grad, reference.grad, target)
+
+
+def test_sparse_coo_tensor_from_coalesced_indices_keeps_its_gradient(target):
+    # sparse_coo_tensor decomposes above autograd on accel as on the target:
+    # its stub got an accel kernel, the operator no accel kernel of its own.
+    indices, values = _sparse_indices("accel")
+    values.requires_grad_()
+    sparse = torch.sparse_coo_tensor(indices, values, (2, 4), is_coalesced=True, check_invariants=True)
+    (sparse.to_dense() * torch.arange(8.0, device="accel").view(2, 4)).sum().backward()
+    assert values.grad.device.type == "accel" and values.grad.tolist() == [2.0, 4.0, 7.0]
+
+
+def test_stub_composite_as_the_first_accel_call_of_a_process():
+    # The composites are routed when accel initialises; a factory naming
+    # accel as the process' first accel call initialises it before dispatch.
+    result = run_python(
+        """
+        import torch
+        w = torch.kaiser_window(11, device="accel")
+        assert w.device.type == "accel"
+        assert torch.equal(w.cpu(), torch.kaiser_window(11)), w
+        print("ok")
+        """
+    )
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
+
+
 # An out= tensor that the operator resizes (resize_output) before its kernel
 # fails keeps its new shape, and its storage the new size, on the target; so
 # on accel. Each case: (out's dtype and size, the failing call).
