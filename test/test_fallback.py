@@ -986,7 +986,8 @@ def _target_view_states(tensor):
 # What the operators before a target view's reuse leave in it: fewer
 # dimensions (slots past dim() keep the old sizes and strides), six or more
 # (sizes and strides out of line), 0-dim ones, other dtypes, views made in or
-# out of inference mode, and out= arguments a kernel resized in place.
+# out of inference mode, out= arguments a kernel resized in place, and
+# version counters a kernel bumped.
 def _leave_views_of_many_dims():
     torch.ones(1, 2, 3, 4, 5, device="accel").sum(0)
     torch.ones(2, 1, 1, 3, 1, 2, device="accel").transpose(0, 5) * 3
@@ -1010,12 +1011,28 @@ def _leave_views_a_kernel_resized():
     torch.add(torch.ones(2, 2, device="accel"), 1, out=out)
 
 
+def _leave_views_a_kernel_shrank():
+    # 4 dimensions, resized to none. The input is a cpu scalar, so the view of
+    # out= is the call's only one and the next one reused.
+    out = torch.empty(1, 2, 1, 6, device="accel")[..., :0]
+    torch.add(torch.tensor(1.0), 1, out=out)
+
+
+def _leave_views_whose_version_a_kernel_bumped():
+    # The target's foreach kernels write through the dispatcher, which bumps
+    # their arguments' versions.
+    params = [torch.ones(3, device="accel"), torch.ones(2, 2, device="accel")]
+    torch._foreach_add_(params, [torch.ones(3, device="accel"), torch.ones(2, 2, device="accel")])
+
+
 PREVIOUS_OPERATORS = {
     "many_dims": _leave_views_of_many_dims,
     "few_dims": _leave_views_of_few_dims,
     "another_dtype": _leave_views_of_another_dtype,
     "inference_mode": _leave_views_made_in_inference_mode,
     "resized_by_a_kernel": _leave_views_a_kernel_resized,
+    "shrunk_by_a_kernel": _leave_views_a_kernel_shrank,
+    "version_bumped_by_a_kernel": _leave_views_whose_version_a_kernel_bumped,
 }
 
 VIEWED_TENSORS = {

@@ -211,6 +211,8 @@ private:
   // Some argument is written to (out=, in-place): syncBack() has work.
   bool any_mutable_ = false;
   c10::SmallVector<MappedTensor, 4> inputs_;
+  // c10::InferenceMode::is_enabled(), read for the first target view.
+  std::optional<bool> inference_mode_;
   c10::DeviceIndex device_ = -1;
   c10::DeviceIndex other_accel_device_ = -1;
   // The device of the first other tensor that CUDA's rules refuse.
