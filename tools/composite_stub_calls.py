@@ -4,13 +4,14 @@ A DispatchStub picks its kernel by the device type it is given; a composite
 kernel (CompositeExplicitAutograd, CompositeImplicitAutograd, ...) that calls
 one with its tensors' device type reaches the stub's PrivateUse1 slot when it
 runs for accel tensors, which is empty ("DispatchStub: missing kernel for
-PrivateUse1"). This reads libtorch_cpu's machine code (objdump; a few minutes
-on the whole library) and lists, for every kernel registered for a composite
+PrivateUse1"). This reads libtorch_cpu's machine code (objdump over its 285 MB
+of code: about half an hour on a loaded 2-core VM) and lists, for every kernel registered for a composite
 key, the stubs it reaches through direct calls (calls through the dispatcher
 are accel's own business). It over-approximates: a path guarded by a device
 check (``if (self.is_cpu())``) is listed too, and tells nothing about calls
-through function pointers. Each listed path is then tried on accel (see the
-docs/alias-fallback.md, "DispatchStubs").
+through function pointers. Each listed path is then tried on accel (see
+docs/alias-fallback.md, "DispatchStubs"). It reads x86-64 ELF code (objdump's
+AT&T syntax, the System V calling convention's RDI for the stub object).
 
     python tools/composite_stub_calls.py [path/to/libtorch_cpu.so]
 """
