@@ -48,9 +48,36 @@ def serve(requests, replies):
             values = payload.tolist()
             del payload
             replies.put(values)
+        elif what == "grow":
+            # out= and resize_ that need more memory than the received tensor
+            # has, then an in-place write the parent must see.
+            replies.put(grow_received(payload))
         elif what == "exit":
             # Dies holding the tensor it received, without a clean exit.
             os._exit(3)
+
+
+def grow_received(tensor):
+    """What out= and resize_ do to a tensor whose storage cannot be resized
+    (received from another process, or over a Python buffer): the error of
+    each, the tensor's shape and storage size after it, then the tensor after
+    `add_(1)` (the sender's memory, if it still shares it)."""
+    outcomes = []
+    calls = [
+        lambda: torch.add(torch.ones(8, device=tensor.device), 1, out=tensor),
+        lambda: torch.cat([tensor, tensor], out=tensor),
+        lambda: tensor.resize_(16),
+    ]
+    for call in calls:
+        try:
+            call()
+            error = None
+        except RuntimeError as e:
+            error = str(e).split("\n")[0]
+        outcomes.append((error, tuple(tensor.shape), tensor.untyped_storage().nbytes()))
+        tensor.resize_(4)
+    tensor.add_(1)
+    return outcomes, tensor.tolist()
 
 
 class AccelDataset(torch.utils.data.Dataset):

@@ -769,3 +769,301 @@ def test_in_place_addr_rejects_a_self_that_is_not_a_matrix(target):
     expected = m.clone().addr_(torch.arange(2.0, device=target), torch.arange(3.0, device=target))
     result = m.to("accel").addr_(torch.arange(2.0, device="accel"), torch.arange(3.0, device="accel"))
     assert_bitwise(result, expected, target)
+
+
+# Composite kernels that call a DispatchStub by their tensors' device type
+# (PyTorch 2.11, found by tools/composite_stub_calls.py: see
+# docs/alias-fallback.md, "DispatchStubs"). Each used to reach the stub's empty PrivateUse1 slot
+# ("DispatchStub: missing kernel for accel") or a CPU-only kernel; each runs
+# the target's kernels now, bitwise as on the target.
+def _ldexp_inputs(device, exponent_dtype):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 5, generator=g).to(device)
+    e = torch.randint(-40, 40, (4, 5), generator=g).to(exponent_dtype).to(device)
+    return x, e
+
+
+def _sparse_indices(device, coalesced=True):
+    rows = [[0, 1, 1], [2, 0, 3]] if coalesced else [[1, 0, 1], [0, 2, 3]]
+    return torch.tensor(rows, device=device), torch.tensor([1.0, 2.0, 3.0], device=device)
+
+
+STUB_PATHS = {
+    # ldexp with an integer exponent: ldexp_stub (ldexp.Tensor, ldexp.out; ldexp_ calls ldexp.out).
+    "ldexp_int64": lambda d: torch.ldexp(*_ldexp_inputs(d, torch.int64)),
+    "ldexp_int32": lambda d: torch.ldexp(*_ldexp_inputs(d, torch.int32)),
+    "ldexp_out": lambda d: torch.ldexp(*_ldexp_inputs(d, torch.int64), out=torch.empty(0, device=d)),
+    "ldexp_inplace": lambda d: (lambda x, e: x.ldexp_(e))(*_ldexp_inputs(d, torch.int16)),
+    # kaiser_window's three overloads: kaiser_window_stub.
+    "kaiser_window": lambda d: torch.kaiser_window(11, device=d),
+    "kaiser_window_periodic": lambda d: torch.kaiser_window(11, False, dtype=torch.float64, device=d),
+    "kaiser_window_beta": lambda d: torch.kaiser_window(11, True, 7.5, device=d),
+    "kaiser_window_out": lambda d: torch.ops.aten.kaiser_window.out(6, out=torch.empty(0, device=d)),
+    # _batch_norm_no_update calls batch_norm_cpu (batch_norm_cpu_collect_stats_stub).
+    "batch_norm_no_update": lambda d: torch.ops.aten._batch_norm_no_update(
+        torch.arange(20.0, device=d).view(4, 5),
+        torch.full((5,), 2.0, device=d),
+        torch.ones(5, device=d),
+        torch.arange(5.0, device=d),
+        torch.arange(1.0, 6.0, device=d),
+        0.1,
+        1e-5,
+    )[0],
+    # Indices said to be coalesced are checked with flatten_indices_stub
+    # (sparse_coo_tensor.indices, .indices_size, _validate_sparse_coo_tensor_args).
+    "sparse_coo_tensor_coalesced": lambda d: torch.sparse_coo_tensor(
+        *_sparse_indices(d), (2, 4), is_coalesced=True, check_invariants=True
+    ).to_dense(),
+    "sparse_coo_tensor_coalesced_no_size": lambda d: torch.sparse_coo_tensor(
+        *_sparse_indices(d), is_coalesced=True, check_invariants=True
+    ).to_dense(),
+    "validate_sparse_coo_tensor_args": lambda d: torch._validate_sparse_coo_tensor_args(*_sparse_indices(d), (2, 4), True),
+    "validate_sparse_coo_tensor_args_uncoalesced": lambda d: torch._validate_sparse_coo_tensor_args(
+        *_sparse_indices(d, coalesced=False), (2, 4), True
+    ),
+    # The two already routed before the analysis: conj_physical_ (conj_physical_stub), mode.values (mode_stub).
+    "conj_physical_": lambda d: torch.complex(torch.arange(3.0, device=d), torch.ones(3, device=d)).conj_physical_(),
+    "mode_values": lambda d: torch.mode(
+        torch.tensor([[1.0, 2, 2], [3, 3, 1]], device=d),
+        1,
+        out=(torch.empty(0, device=d), torch.empty(0, dtype=torch.long, device=d)),
+    ),
+}
+
+
+def _outcome(fn, device):
+    try:
+        return fn(device)
+    except RuntimeError as error:
+        return RuntimeError, str(error).split("\n")[0]
+
+
+@pytest.mark.parametrize("path", sorted(STUB_PATHS))
+def test_composites_calling_a_dispatch_stub_run_as_on_the_target(path, target):
+    expected = _outcome(STUB_PATHS[path], target)
+    result = _outcome(STUB_PATHS[path], "accel")
+    if isinstance(expected, tuple) and expected and expected[0] is RuntimeError:
+        assert result == expected
+    elif expected is None:
+        assert result is None
+    else:
+        assert_bitwise(result, expected, target)
+
+
+def test_ldexp_with_an_integer_exponent_keeps_its_gradient(target):
+    # Routed to the target's composite below autograd: ldexp's own derivative.
+    x, e = _ldexp_inputs(target, torch.int64)
+    xa = x.to("accel").requires_grad_()
+    torch.ldexp(xa, e.to("accel")).sum().backward()
+    reference = x.clone().requires_grad_()
+    torch.ldexp(reference, e).sum().backward()
+    assert_bitwise(xa.grad, reference.grad, target)
+
+
+def test_sparse_coo_tensor_from_coalesced_indices_keeps_its_gradient(target):
+    # sparse_coo_tensor decomposes above autograd on accel as on the target:
+    # its stub got an accel kernel, the operator no accel kernel of its own.
+    indices, values = _sparse_indices("accel")
+    values.requires_grad_()
+    sparse = torch.sparse_coo_tensor(indices, values, (2, 4), is_coalesced=True, check_invariants=True)
+    (sparse.to_dense() * torch.arange(8.0, device="accel").view(2, 4)).sum().backward()
+    assert values.grad.device.type == "accel" and values.grad.tolist() == [2.0, 4.0, 7.0]
+
+
+def test_stub_composite_as_the_first_accel_call_of_a_process():
+    # The composites are routed when accel initialises; a factory naming
+    # accel as the process' first accel call initialises it before dispatch.
+    result = run_python(
+        """
+        import torch
+        w = torch.kaiser_window(11, device="accel")
+        assert w.device.type == "accel"
+        assert torch.equal(w.cpu(), torch.kaiser_window(11)), w
+        print("ok")
+        """
+    )
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
+
+
+# An out= tensor that the operator resizes (resize_output) before its kernel
+# fails keeps its new shape, and its storage the new size, on the target; so
+# on accel. Each case: (out's dtype and size, the failing call).
+FAILING_OUT_CALLS = {
+    "remainder_by_zero": (torch.int64, 2, lambda d, out: torch.remainder(torch.tensor([1, 2, 3, 4], device=d), 0, out=out)),
+    "div_floor_by_zero": (
+        torch.int64,
+        2,
+        lambda d, out: torch.div(torch.arange(1, 7, device=d), 0, rounding_mode="floor", out=out),
+    ),
+    "mm_dtype_mismatch": (
+        torch.float32,
+        1,
+        lambda d, out: torch.mm(torch.ones(3, 4, device=d), torch.ones(4, 5, dtype=torch.float64, device=d), out=out),
+    ),
+    "gather_index_out_of_range": (
+        torch.float32,
+        1,
+        lambda d, out: torch.gather(torch.ones(3, 3, device=d), 1, torch.tensor([[0, 5], [1, 2]], device=d), out=out),
+    ),
+    "index_select_out_of_range": (
+        torch.float32,
+        1,
+        lambda d, out: torch.index_select(torch.ones(3, 3, device=d), 0, torch.tensor([0, 7], device=d), out=out),
+    ),
+    "mean_into_int": (torch.int64, 1, lambda d, out: torch.mean(torch.ones(3, 4, device=d), 0, out=out)),
+    # values resized, then the indices' dtype refused
+    "sort_indices_dtype": (
+        torch.float32,
+        1,
+        lambda d, out: torch.sort(
+            torch.tensor([[3.0, 1, 2]], device=d), out=(out, torch.zeros(1, dtype=torch.int32, device=d))
+        ),
+    ),
+    "topk_indices_dtype": (
+        torch.float32,
+        1,
+        lambda d, out: torch.topk(
+            torch.tensor([3.0, 1, 2, 5], device=d), 2, out=(out, torch.zeros(1, dtype=torch.int32, device=d))
+        ),
+    ),
+    "max_indices_dtype": (
+        torch.float32,
+        1,
+        lambda d, out: torch.max(
+            torch.tensor([[3.0, 1], [2, 5]], device=d), 1, out=(out, torch.zeros(1, dtype=torch.int32, device=d))
+        ),
+    ),
+}
+
+
+def _after_failing_out_call(case, device):
+    dtype, size, call = FAILING_OUT_CALLS[case]
+    base = torch.zeros(size + 1, dtype=dtype, device=device)
+    out = base[1:]  # a view: the base shares the storage the kernel grows
+    try:
+        call(device, out)
+        error = None
+    except (RuntimeError, IndexError) as e:
+        error = type(e)
+    storage = out.untyped_storage()
+    return {
+        "error": error,
+        "shape": tuple(out.shape),
+        "stride": out.stride(),
+        "storage_offset": out.storage_offset(),
+        "storage_nbytes": storage.nbytes(),
+        "base_shares_storage": base.untyped_storage().data_ptr() == storage.data_ptr(),
+        "base_nbytes": base.untyped_storage().nbytes(),
+    }
+
+
+@pytest.mark.filterwarnings("ignore:An output with one or more elements was resized")
+@pytest.mark.parametrize("case", sorted(FAILING_OUT_CALLS))
+def test_out_resized_before_a_kernel_error_keeps_its_new_shape(case, target):
+    expected = _after_failing_out_call(case, target)
+    assert expected["error"] is not None
+    assert _after_failing_out_call(case, "accel") == expected
+
+
+def test_recycled_target_views_hold_no_stale_sizes(target):
+    # ATen's linalg_vector_norm reads sizes()[0] of a 0-dim tensor (past its
+    # dimensions); a recycled view must read there what a new one would (a
+    # view that stood for a tensor whose first dimension is 1 used to read 1
+    # and take another path: 0.009804928675293922 on accel, ...27743971348 on
+    # the target).
+    value = 0.009804928675293922
+    torch.ones(1, 3, device="accel") * 2
+    result = torch.tensor(value, device="accel").norm(3, 0)
+    assert_bitwise(result, torch.tensor(value, device=target).norm(3, 0), target)
+
+
+def _target_view_states(tensor):
+    recycled, state = torch_accel._C._target_view_state(tensor, True)
+    _, new = torch_accel._C._target_view_state(tensor, False)
+    return recycled, state, new
+
+
+# What the operators before a target view's reuse leave in it: fewer
+# dimensions (slots past dim() keep the old sizes and strides), six or more
+# (sizes and strides out of line), 0-dim ones, other dtypes, views made in or
+# out of inference mode, out= arguments a kernel resized in place, and
+# version counters a kernel bumped.
+def _leave_views_of_many_dims():
+    torch.ones(1, 2, 3, 4, 5, device="accel").sum(0)
+    torch.ones(2, 1, 1, 3, 1, 2, device="accel").transpose(0, 5) * 3
+
+
+def _leave_views_of_few_dims():
+    torch.ones(3, 1, device="accel") + torch.tensor(2.0, device="accel")
+
+
+def _leave_views_of_another_dtype():
+    torch.arange(6, dtype=torch.int16, device="accel").view(2, 3).t().sum()
+
+
+def _leave_views_made_in_inference_mode():
+    with torch.inference_mode():
+        torch.ones(2, 3, device="accel") * 2
+
+
+def _leave_views_a_kernel_resized():
+    out = torch.empty(6, device="accel")[:0]  # room for the resized out= in its storage
+    torch.add(torch.ones(2, 2, device="accel"), 1, out=out)
+
+
+def _leave_views_a_kernel_shrank():
+    # 4 dimensions, resized to none. The input is a cpu scalar, so the view of
+    # out= is the call's only one and the next one reused.
+    out = torch.empty(1, 2, 1, 6, device="accel")[..., :0]
+    torch.add(torch.tensor(1.0), 1, out=out)
+
+
+def _leave_views_whose_version_a_kernel_bumped():
+    # The target's foreach kernels write through the dispatcher, which bumps
+    # their arguments' versions.
+    params = [torch.ones(3, device="accel"), torch.ones(2, 2, device="accel")]
+    torch._foreach_add_(params, [torch.ones(3, device="accel"), torch.ones(2, 2, device="accel")])
+
+
+PREVIOUS_OPERATORS = {
+    "many_dims": _leave_views_of_many_dims,
+    "few_dims": _leave_views_of_few_dims,
+    "another_dtype": _leave_views_of_another_dtype,
+    "inference_mode": _leave_views_made_in_inference_mode,
+    "resized_by_a_kernel": _leave_views_a_kernel_resized,
+    "shrunk_by_a_kernel": _leave_views_a_kernel_shrank,
+    "version_bumped_by_a_kernel": _leave_views_whose_version_a_kernel_bumped,
+}
+
+VIEWED_TENSORS = {
+    "0-dim": lambda: torch.tensor(1.5, device="accel"),
+    "1-dim": lambda: torch.arange(4.0, device="accel"),
+    "transposed": lambda: torch.ones(3, 2, device="accel").t(),
+    "5-dim expanded": lambda: torch.ones(1, 2, 1, 3, 1, device="accel").expand(2, 2, 2, 3, 2),
+    "7-dim": lambda: torch.ones(1, 1, 2, 1, 1, 1, 2, dtype=torch.float64, device="accel"),
+    "offset": lambda: torch.arange(10, device="accel")[3:7],
+    "channels_last": lambda: torch.ones(2, 3, 4, 5, device="accel").to(memory_format=torch.channels_last),
+    "empty": lambda: torch.ones(0, 3, device="accel"),
+}
+
+
+@pytest.mark.parametrize("inference", [False, True], ids=["normal", "inference_mode"])
+@pytest.mark.parametrize("previous", sorted(PREVIOUS_OPERATORS))
+def test_recycled_target_views_are_indistinguishable_from_new_ones(previous, inference):
+    # Every property a kernel can observe of the target view standing for an
+    # accel tensor (TensorImpl's and StorageImpl's, the inline slots past
+    # dim() included) is the same whether its TensorImpl is new or recycled.
+    tensors = {name: make() for name, make in VIEWED_TENSORS.items()}
+    recycled_any = False
+    for name, tensor in tensors.items():
+        PREVIOUS_OPERATORS[previous]()
+        if inference:
+            with torch.inference_mode():
+                recycled, state, new = _target_view_states(tensor)
+        else:
+            recycled, state, new = _target_view_states(tensor)
+        recycled_any |= recycled
+        differences = {key: (state[key], new[key]) for key in new if state[key] != new[key]}
+        assert not differences, (name, differences)
+    assert recycled_any
+

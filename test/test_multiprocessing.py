@@ -241,6 +241,35 @@ def test_non_leaf_tensor_requiring_grad_is_refused_as_for_cuda():
 # --- Across processes (spawn) -----------------------------------------------------
 
 
+@pytest.mark.filterwarnings("ignore:An output with one or more elements was resized")
+def test_received_storage_is_not_resized():
+    # A received storage cannot be resized (as for cuda): out= and resize_
+    # that need more memory raise the target's error, and the tensor keeps
+    # sharing the sender's memory. The reference is a cpu tensor over a
+    # storage that cannot be resized either (a Python buffer; cpu's and
+    # cuda's storage resizes raise the same error).
+    expected_outcomes, _ = worker.grow_received(torch.frombuffer(bytearray(16), dtype=torch.float32))
+    requests, replies, proc = start_serving_child()
+    try:
+        tensor = torch.zeros(4, device="accel")
+        requests.put(("grow", tensor))
+        outcomes, values = replies.get(timeout=TIMEOUT_S)
+        requests.put(None)
+        join(proc)
+    finally:
+        if proc.is_alive():
+            proc.kill()
+    errors = [error for error, _, _ in outcomes]
+    assert errors[:2] == ["Trying to resize storage that is not resizable"] * 2, errors
+    assert "not resizable" in errors[2]
+    # The state after each error is the reference's (sizes set before the
+    # storage refused to grow, as on the target).
+    assert [outcome[1:] for outcome in outcomes] == [outcome[1:] for outcome in expected_outcomes]
+    assert [error for error, _, _ in expected_outcomes][:2] == errors[:2]
+    assert values == [1.0] * 4
+    assert tensor.tolist() == [1.0] * 4  # the child wrote to this process' memory
+
+
 def test_process_argument_is_the_senders_memory(two_devices):
     ctx = mp.get_context("spawn")
     done = ctx.Queue()

@@ -302,6 +302,78 @@ def test_set_variants(two_devices):
         other.set_(u.untyped_storage(), 0, (2,), (1,))
 
 
+def _storage_of(values, device, dtype=torch.float32):
+    return torch.tensor(values, dtype=dtype, device=device).untyped_storage()
+
+
+# set_ cases, each run on accel and on the target: ATen's set_ keeps a tensor's
+# strides when the sizes do not change and no strides are given (resize_impl
+# returns early), and set_(storage) takes the whole elements a storage holds.
+SET_CASES = {
+    # An expanded tensor stays expanded (stride 0) over the new storage.
+    "expanded_same_size": lambda d: torch.zeros(1, device=d).expand(4).set_(_storage_of([0.0, 1, 2, 3], d)),
+    # The same sizes with an offset and no strides: the transposed strides stay.
+    "transposed_same_size_offset": lambda d: torch.zeros(2, 3, device=d)
+    .t()
+    .set_(_storage_of(list(range(8)), d), 1, (3, 2)),
+    # Other sizes: contiguous.
+    "other_size": lambda d: torch.zeros(2, 3, device=d).t().set_(_storage_of(list(range(8)), d), 2, (2, 3)),
+    # The same sizes with other strides: those strides.
+    "same_size_other_strides": lambda d: torch.zeros(2, 3, device=d).set_(_storage_of(list(range(8)), d), 0, (2, 3), (1, 2)),
+    # The same sizes and strides: only the storage and offset change.
+    "same_size_same_strides": lambda d: torch.zeros(2, 3, device=d)
+    .t()
+    .set_(_storage_of(list(range(8)), d), 2, (3, 2), (1, 3)),
+    # 10 bytes hold two float32 elements (the last two bytes are left out).
+    "partial_element": lambda d: torch.zeros(3, device=d).set_(_storage_of(list(range(10)), d, torch.uint8)),
+    "partial_element_int64": lambda d: torch.zeros(3, dtype=torch.int64, device=d).set_(
+        _storage_of(list(range(4)), d, torch.int16)
+    ),
+    "smaller_than_an_element": lambda d: torch.zeros(3, device=d).set_(_storage_of([1, 2, 3], d, torch.uint8)),
+    # Strided, the same size as the storage's element count: keeps stride 2
+    # (past the storage's end, as on the target; the contents are not read).
+    "strided_same_numel": lambda d: torch.zeros(8, device=d)[::2].set_(_storage_of([1.0, 2, 3, 4], d)),
+    # The same sizes with an offset past the storage: ATen's bounds check.
+    "same_size_offset_out_of_bounds": lambda d: torch.zeros(4, device=d).set_(_storage_of([1.0, 2, 3, 4], d), 2, (4,)),
+    # set_() on a 0-element tensor with a stride keeps the stride.
+    "empty_keeps_stride": lambda d: torch.zeros(0, 3, device=d)[:, 0].set_(),
+    "empty_from_nonempty": lambda d: torch.zeros(2, 3, device=d).t().set_(),
+    # A grown storage (other sizes): as resize_ grows it.
+    "grows": lambda d: torch.zeros(0, device=d).set_(_storage_of([1.0, 2], d), 1, (3,)),
+}
+
+
+def _set_outcome(case, device):
+    try:
+        tensor = SET_CASES[case](device)
+    except RuntimeError as error:
+        return ("error", str(error).split("\n")[0])
+    storage = tensor.untyped_storage()
+    outcome = {
+        "shape": tuple(tensor.shape),
+        "stride": tensor.stride(),
+        "storage_offset": tensor.storage_offset(),
+        "storage_nbytes": storage.nbytes(),
+        "contiguous": tensor.is_contiguous(),
+    }
+    needed = tensor.storage_offset() + sum((n - 1) * s for n, s in zip(tensor.shape, tensor.stride())) + 1
+    if tensor.numel() > 0 and needed * tensor.element_size() <= storage.nbytes() and case != "grows":
+        outcome["values"] = tensor.cpu().tolist()
+    return outcome
+
+
+@pytest.mark.parametrize("case", sorted(SET_CASES))
+def test_set_matches_the_target(case, target):
+    assert _set_outcome(case, "accel") == _set_outcome(case, target)
+
+
+def test_set_keeps_the_strides_of_an_unchanged_shape():
+    # The example: cpu and cuda keep stride (0,) and read [0, 0, 0, 0].
+    x = torch.zeros(1, device="accel").expand(4)
+    x.set_(torch.arange(4.0, device="accel").untyped_storage())
+    assert x.stride() == (0,) and x.tolist() == [0.0, 0.0, 0.0, 0.0]
+
+
 def test_item():
     assert torch.tensor([3.5]).to("accel").item() == 3.5
     assert torch.tensor(7, dtype=torch.int64).to("accel").item() == 7

@@ -182,12 +182,30 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 
 // Operators whose composite kernel PrivateUse1 cannot run: it calls
 // CPU/CUDA-only code directly (a DispatchStub keyed by the tensors' device
-// type), or accepts only the device types it names. Through the fallback the
-// composite runs on target tensors instead.
+// type, which has no PrivateUse1 kernel, or a CPU kernel), or accepts only the
+// device types it names. Through the fallback the composite runs on target
+// tensors instead. Every one is CompositeExplicitAutograd: its autograd
+// kernel is above the backend key, so routing it changes no gradient. The
+// stubs of PyTorch 2.11 that a composite kernel reaches for accel tensors
+// were found in libtorch_cpu's code (tools/composite_stub_calls.py, see
+// docs/alias-fallback.md, "DispatchStubs"); those reached from
+// CompositeImplicitAutograd kernels, whose decomposition must stay above
+// autograd, get a PrivateUse1 kernel of their own instead (TargetStubs.cpp).
 bool runsOnTargetComposite(const c10::OperatorName& name) {
   static const std::pair<std::string_view, std::string_view> ops[] = {
+      // conj_physical_stub
       {"aten::conj_physical_", ""},
-      {"aten::mode", "values"}, // "mode only supports CPU, CUDA and XPU device type"
+      // ldexp_stub, for integer exponents (ldexp_ calls ldexp.out)
+      {"aten::ldexp", "Tensor"},
+      {"aten::ldexp", "out"},
+      // kaiser_window_stub
+      {"aten::kaiser_window", ""},
+      {"aten::kaiser_window", "periodic"},
+      {"aten::kaiser_window", "beta"},
+      // batch_norm_cpu (which calls batch_norm_cpu_collect_stats_stub)
+      {"aten::_batch_norm_no_update", ""},
+      // "mode only supports CPU, CUDA and XPU device type"
+      {"aten::mode", "values"},
       // addr_(self) calls addr.out(self, ..., out=self), whose kernel tells
       // in-place from out-of-place (and rejects a self that is not 2-D) by
       // comparing the two references: a boxed call never gives it the same one.

@@ -11,12 +11,20 @@
 namespace torch_accel {
 namespace {
 
+// ATen's set_storage_cpu_ / set_storage_cuda_: checkSetStorage, the offset,
+// then resize_impl, which returns early when the sizes are unchanged and no
+// strides are given or they are unchanged too: the tensor then keeps its
+// strides (an expanded tensor stays expanded) and its storage is not grown.
 at::Tensor& set_storage_offset(
     at::Tensor& self, at::Storage source, int64_t storage_offset, at::IntArrayRef size, at::IntArrayRef stride) {
   at::native::checkSetStorage(self, std::move(source), storage_offset, size, stride);
   auto* impl = self.unsafeGetTensorImpl();
   impl->set_storage_offset(storage_offset);
-  if (stride.data() != nullptr) {
+  const bool with_strides = stride.data() != nullptr;
+  if (impl->sizes() == size && (!with_strides || impl->strides() == stride)) {
+    return self;
+  }
+  if (with_strides) {
     impl->set_sizes_and_strides(size, stride);
   } else {
     impl->set_sizes_contiguous(size);
@@ -27,18 +35,10 @@ at::Tensor& set_storage_offset(
   return self;
 }
 
+// ATen's set_(Storage): as many whole elements as the storage holds (a
+// trailing partial element is left out, as on cpu and cuda).
 at::Tensor& set_storage(at::Tensor& self, at::Storage source) {
-  const auto itemsize = self.dtype().itemsize();
-  TORCH_CHECK(
-      source.nbytes() % itemsize == 0,
-      "Cannot set an accel tensor of dtype ",
-      self.dtype(),
-      " (itemsize ",
-      itemsize,
-      ") to a storage of ",
-      source.nbytes(),
-      " bytes");
-  const int64_t numel = static_cast<int64_t>(source.nbytes() / itemsize);
+  const int64_t numel = static_cast<int64_t>(source.nbytes() / self.dtype().itemsize());
   return set_storage_offset(self, std::move(source), 0, {numel}, {});
 }
 

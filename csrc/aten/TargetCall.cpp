@@ -164,7 +164,7 @@ TargetCall::~TargetCall() {
   // this call's first view, and so on: an operator called again on tensors
   // of the same shapes then finds each view with its sizes already set.
   for (auto it = inputs_.rbegin(); it != inputs_.rend(); ++it) {
-    recycleTarget(std::move(it->target));
+    recycleTarget(std::move(it->target), /*written_to=*/it->mutable_);
   }
 }
 
@@ -224,7 +224,11 @@ at::Tensor TargetCall::mapTensor(c10::MaybeOwned<at::Tensor> accel, bool is_muta
   }
   // Resizable even when not written to here: the same tensor may come back
   // as a mutable argument later in the argument list.
-  at::Tensor target = same_storage ? toTargetSharingStorage(*accel, same_storage->target) : toResizableTarget(*accel);
+  if (!inference_mode_.has_value()) {
+    inference_mode_ = inferenceModeEnabled(); // once per call, for all its views
+  }
+  at::Tensor target =
+      same_storage ? toTargetSharingStorage(*accel, same_storage->target) : toResizableTarget(*accel, *inference_mode_);
   if (quantizer) {
     target = quantizedTarget(target, std::move(quantizer));
   }
@@ -356,6 +360,20 @@ TargetCall::KernelScope::KernelScope(const TargetCall& call)
   }
   if (call.facts_.draws_from_default_generator) {
     random_state_.emplace(call.device_);
+  }
+}
+
+void TargetCall::rethrowKernelError() {
+  try {
+    syncBack();
+  } catch (...) {
+    // The kernel's error is the one to report; the arguments keep what could
+    // be synced.
+  }
+  try {
+    throw;
+  } catch (const c10::OutOfMemoryError& e) {
+    throwOutOfMemory(e);
   }
 }
 

@@ -124,12 +124,15 @@ public:
 
   // --- 3. ------------------------------------------------------------------
 
+  // A kernel that fails may already have resized or replaced a mutated
+  // argument (resize_output before the kernel's own checks): as on the
+  // target, the change stays (syncBack()) and the kernel's error propagates.
   template <class Kernel> decltype(auto) run(Kernel&& kernel) {
-    KernelScope scope(*this);
     try {
+      KernelScope scope(*this);
       return kernel();
-    } catch (const c10::OutOfMemoryError& e) {
-      throwOutOfMemory(e);
+    } catch (...) {
+      rethrowKernelError();
     }
   }
 
@@ -183,6 +186,10 @@ private:
     std::optional<TargetDefaultGeneratorAsAccel> random_state_;
   };
 
+  // From a handler of the kernel's exception: syncs back what the kernel
+  // changed before failing, then rethrows (out-of-memory errors naming the
+  // accel device).
+  [[noreturn]] void rethrowKernelError();
   [[noreturn]] void throwOutOfMemory(const c10::OutOfMemoryError& e) const;
   void checkDevices() const;
   void noteDevice(c10::DeviceIndex index);
@@ -204,6 +211,8 @@ private:
   // Some argument is written to (out=, in-place): syncBack() has work.
   bool any_mutable_ = false;
   c10::SmallVector<MappedTensor, 4> inputs_;
+  // c10::InferenceMode::is_enabled(), read for the first target view.
+  std::optional<bool> inference_mode_;
   c10::DeviceIndex device_ = -1;
   c10::DeviceIndex other_accel_device_ = -1;
   // The device of the first other tensor that CUDA's rules refuse.

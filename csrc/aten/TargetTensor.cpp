@@ -1,8 +1,12 @@
 #include <csrc/aten/TargetTensor.h>
 #include <csrc/runtime/Runtime.h>
 
+#include <c10/core/AutogradState.h>
+#include <c10/core/InferenceMode.h>
 #include <c10/core/TensorImpl.h>
 #include <c10/util/SmallVector.h>
+
+#include <optional>
 
 namespace torch_accel {
 namespace {
@@ -27,14 +31,47 @@ targetImpl(c10::DataPtr data, size_t nbytes, caffe2::TypeMeta dtype, bool resiza
       dtype);
 }
 
+// SizesAndStrides keeps up to five dimensions inline and leaves the slots
+// past dim() as they were when a tensor loses dimensions, where a new
+// TensorImpl holds zeros (and size 0, stride 1 in the first slot of a 0-dim
+// one). ATen reads past dim() in places (linalg_vector_norm reads sizes()[0]
+// of a 0-dim tensor), so a recycled view must hold there what a new one
+// would. Recycled views hold that (give() refuses a view a kernel may have
+// left otherwise) until they lose dimensions here. Whether the inline slots
+// past dim() are a new TensorImpl's.
+bool hasNewInlineSlotsPastDim(c10::TensorImpl* impl) {
+  const c10::impl::SizesAndStrides& sizes_and_strides = impl->sizes_and_strides();
+  const size_t dim = sizes_and_strides.size();
+  if (dim >= C10_SIZES_AND_STRIDES_MAX_INLINE_SIZE) {
+    return true; // no inline slot past dim() (or none inline at all)
+  }
+  const int64_t* sizes = sizes_and_strides.sizes_data();
+  const int64_t* strides = sizes_and_strides.strides_data();
+  int64_t differs = 0;
+  for (size_t i = dim; i < C10_SIZES_AND_STRIDES_MAX_INLINE_SIZE; ++i) {
+    differs |= sizes[i] | (strides[i] ^ (i == 0 ? 1 : 0));
+  }
+  return differs == 0;
+}
+
 // Gives a target view `accel`'s sizes, strides, offset and lazy bits.
-at::Tensor withViewMetadata(c10::intrusive_ptr<c10::TensorImpl> impl, const at::Tensor& accel) {
+at::Tensor withViewMetadata(c10::intrusive_ptr<c10::TensorImpl> impl, const at::Tensor& accel, bool recycled) {
   const c10::TensorImpl* source = accel.unsafeGetTensorImpl();
-  // A recycled view often had these very sizes already (operators run on
-  // tensors of few shapes); setting them recomputes the contiguity flags.
-  if (impl->storage_offset() != source->storage_offset() || impl->sizes() != source->sizes() ||
-      impl->strides() != source->strides()) {
-    impl->set_sizes_and_strides(source->sizes(), source->strides(), source->storage_offset());
+  const c10::IntArrayRef sizes = source->sizes();
+  const c10::IntArrayRef strides = source->strides();
+  const int64_t storage_offset = source->storage_offset();
+  const c10::IntArrayRef view_sizes = impl->sizes();
+  if (recycled && C10_UNLIKELY(view_sizes.size() > sizes.size())) {
+    // A recycled view that loses dimensions first takes a new TensorImpl's
+    // five inline slots, and then shrinks from them (see hasNewInlineSlotsPastDim).
+    static constexpr int64_t kSizes[C10_SIZES_AND_STRIDES_MAX_INLINE_SIZE] = {0, 0, 0, 0, 0};
+    static constexpr int64_t kStrides[C10_SIZES_AND_STRIDES_MAX_INLINE_SIZE] = {1, 0, 0, 0, 0};
+    impl->set_sizes_and_strides(kSizes, kStrides);
+    impl->set_sizes_and_strides(sizes, strides, storage_offset);
+  } else if (impl->storage_offset() != storage_offset || view_sizes != sizes || impl->strides() != strides) {
+    // A recycled view often had these very sizes already (operators run on
+    // tensors of few shapes); setting them recomputes the contiguity flags.
+    impl->set_sizes_and_strides(sizes, strides, storage_offset);
   }
   // Kernels that handle lazy conjugation/negation themselves see the bits
   // (set only when they differ: setting one rebuilds the key set).
@@ -63,23 +100,86 @@ c10::DataPtr retainingData(const c10::Storage& storage, c10::DeviceIndex device)
   return c10::DataPtr(const_cast<void*>(storage.data()), impl, &releaseStorage, targetDevice(device));
 }
 
+} // namespace
+
+bool inferenceModeEnabled() {
+  // c10::InferenceMode::is_enabled() without its call: target views are
+  // made on every operator call.
+  return c10::AutogradState::get_tls_state().get_inference_mode();
+}
+
+namespace {
+
 // Target views of accel tensors are made and dropped on every operator call,
 // and a new one costs three heap objects (TensorImpl, StorageImpl, version
 // counter). Views handed back through recycleTarget() that nothing else
 // holds wait here, per thread, to be pointed at the next accel tensor.
+//
+// A recycled view must be indistinguishable from a new one (targetImpl()),
+// whatever the kernels that had it did to it. Its state, and where it is
+// made a new one's:
+//   - sizes, strides, offset, numel, contiguity flags: withViewMetadata();
+//     the inline slots past dim(): withViewMetadata() when the view loses
+//     dimensions, give() (which refuses a view a kernel wrote to and left
+//     otherwise);
+//   - storage (memory, byte count, allocator, resizable), dtype, device:
+//     pointTo();
+//   - version counter (bumped by kernels that write through the dispatcher,
+//     or shared), received_cuda: give();
+//   - inference-ness (keys and version counter follow the mode a view is
+//     made in): take() hands out only views made in the current mode;
+//   - everything else a kernel could set is refused by reusable(): other
+//     keys (Python dispatch, named, lazy conjugation and negation, autograd),
+//     autograd meta, backend meta, symbolic sizes, a wrapped number, metadata
+//     changes forbidden, storage access that throws, a Python object or
+//     another reference to the view or its storage (weak ones included), and
+//     a storage that owns memory.
+// Not checked: a StorageImpl's data-pointer access flags
+// (set_throw_on_mutable_data_ptr, set_warn_deprecated_on_mutable_data_ptr),
+// which c10 does not let anyone read; only FakeTensor and functionalization
+// set them, on storages of tensors they make themselves. The policy bits of
+// custom sizes, device and layout change nothing for a plain TensorImpl
+// (their Python variants need the Python key, which is refused).
 class RecycledViews {
 public:
-  c10::intrusive_ptr<c10::TensorImpl> take() {
+  // `inference_mode`: c10::InferenceMode::is_enabled() if the caller read it
+  // already, else null.
+  c10::intrusive_ptr<c10::TensorImpl> take(const bool* inference_mode) {
     if (views_.empty()) {
       return {};
     }
     auto impl = std::move(views_.back());
     views_.pop_back();
+    const bool inference = inference_mode != nullptr ? *inference_mode : inferenceModeEnabled();
+    if (C10_UNLIKELY(impl->is_inference() != inference)) {
+      return {}; // made in or out of inference mode, and needed in the other
+    }
     return impl;
   }
 
-  void give(at::Tensor&& target) {
+  size_t size() const {
+    return views_.size();
+  }
+
+  void give(at::Tensor&& target, bool written_to) {
     if (views_.size() < kCapacity && reusable(target)) {
+      c10::TensorImpl* impl = target.unsafeGetTensorImpl();
+      // A kernel may resize what it writes to, and leave old dimensions in
+      // the inline slots; what it only reads keeps its metadata.
+      if (written_to && C10_UNLIKELY(!hasNewInlineSlotsPastDim(impl))) {
+        return;
+      }
+      // Kernels that write through the dispatcher bump their arguments'
+      // versions (the foreach kernels do).
+      if (!impl->is_inference()) {
+        const c10::VariableVersion& version = impl->version_counter();
+        if (C10_UNLIKELY(!version.enabled() || !version.unique())) {
+          impl->set_version_counter(c10::VariableVersion(/*version=*/0)); // a counter of its own
+        } else if (C10_UNLIKELY(version.current_version() != 0)) {
+          c10::VariableVersion(version).set_version(0); // its own counter, back to 0 in place
+        }
+      }
+      impl->unsafe_storage().unsafeGetStorageImpl()->set_received_cuda(false);
       views_.push_back(target.unsafeReleaseIntrusivePtr());
     }
   }
@@ -88,17 +188,22 @@ private:
   static constexpr size_t kCapacity = 16;
 
   // Only a view that nothing else can observe, and whose state a kernel
-  // left as targetImpl() made it, may be changed under its owner's feet.
+  // left as targetImpl() made it (or as give() and pointTo() can restore),
+  // may be changed under its owner's feet.
   static bool reusable(const at::Tensor& target) {
     if (!target.defined() || !target.getIntrusivePtr().is_uniquely_owned()) {
       return false;
     }
-    const c10::TensorImpl* impl = target.unsafeGetTensorImpl();
+    c10::TensorImpl* impl = target.unsafeGetTensorImpl();
     // The key set first: it also rules out the lazy conjugation and
-    // negation bits, and the autograd keys that autograd_meta() goes with.
-    if (impl->key_set() != viewKeys() || impl->pyobj_slot()->load_pyobj() || impl->is_wrapped_number() ||
-        !impl->allow_tensor_metadata_change() || impl->has_named_tensor_meta() || impl->autograd_meta() ||
-        impl->has_symbolic_sizes_strides() || !impl->unsafe_storage()) {
+    // negation bits, the Python and named keys, and the autograd keys that
+    // autograd_meta() goes with.
+    const c10::DispatchKeySet keys = impl->key_set();
+    const ViewKeys& view_keys = viewKeys();
+    if ((keys != view_keys.normal && keys != view_keys.inference) || impl->pyobj_slot()->load_pyobj() ||
+        impl->is_wrapped_number() || !impl->allow_tensor_metadata_change() || impl->has_named_tensor_meta() ||
+        impl->autograd_meta() || impl->get_backend_meta() != nullptr || impl->has_symbolic_sizes_strides() ||
+        !impl->unsafe_storage() || storageAccessThrows(impl)) {
       return false;
     }
     c10::StorageImpl* storage = impl->unsafe_storage().unsafeGetStorageImpl();
@@ -107,14 +212,37 @@ private:
     owner.release();
     // A storage that owns memory (a kernel resized it) frees it when dropped.
     return unique && storage->pyobj_slot()->load_pyobj() == nullptr &&
-           storage->data_ptr().get_deleter() == &c10::detail::deleteNothing;
+           storage->_mutable_data_ptr_no_checks().get_deleter() == &c10::detail::deleteNothing;
   }
 
-  // The keys of every view targetImpl() makes.
-  static c10::DispatchKeySet viewKeys() {
-    static const c10::DispatchKeySet keys =
-        targetImpl(c10::DataPtr(nullptr, targetDevice(0)), 0, caffe2::TypeMeta::Make<uint8_t>())->key_set();
+  // Whether the view is marked as one whose storage must not be accessed
+  // (TensorImpl::set_storage_access_should_throw, which has no getter). A
+  // plain TensorImpl's storage(), called without the virtual call.
+  static bool storageAccessThrows(const c10::TensorImpl* impl) {
+    try {
+      (void)impl->c10::TensorImpl::storage();
+      return false;
+    } catch (const c10::Error&) {
+      return true;
+    }
+  }
+
+  // The keys of every view targetImpl() makes, out of and in inference mode.
+  struct ViewKeys {
+    c10::DispatchKeySet normal = newViewKeys(/*inference=*/false);
+    c10::DispatchKeySet inference = newViewKeys(/*inference=*/true);
+  };
+  static const ViewKeys& viewKeys() {
+    static const ViewKeys keys;
     return keys;
+  }
+
+  static c10::DispatchKeySet newViewKeys(bool inference) {
+    std::optional<c10::InferenceMode> mode;
+    if (inference) {
+      mode.emplace();
+    }
+    return targetImpl(c10::DataPtr(nullptr, targetDevice(0)), 0, caffe2::TypeMeta::Make<uint8_t>())->key_set();
   }
 
   c10::SmallVector<c10::intrusive_ptr<c10::TensorImpl>, kCapacity> views_;
@@ -122,60 +250,82 @@ private:
 
 thread_local RecycledViews recycledViews;
 
-// A target TensorImpl over `nbytes` at `data`: a recycled one when there is
-// one, else a new one.
-c10::intrusive_ptr<c10::TensorImpl>
-viewImpl(c10::DataPtr data, size_t nbytes, caffe2::TypeMeta dtype, bool resizable, bool may_recycle) {
-  auto impl = may_recycle ? recycledViews.take() : c10::intrusive_ptr<c10::TensorImpl>();
-  if (!impl) {
-    return targetImpl(std::move(data), nbytes, dtype, resizable);
-  }
+// Points a recycled view at `nbytes` at `data`, as targetImpl() would make it.
+void pointTo(c10::TensorImpl* impl, c10::DataPtr data, size_t nbytes, caffe2::TypeMeta dtype, bool resizable) {
   c10::StorageImpl* storage = impl->unsafe_storage().unsafeGetStorageImpl();
+  // The view reports its storage's device (set_storage_and_dtype keeps the
+  // two together), so comparing the memory's devices is enough.
+  const bool same_device = storage->device() == data.device();
   storage->set_data_ptr_noswap(std::move(data));
   storage->set_nbytes(nbytes);
   storage->set_allocator(resizable ? targetAllocator() : nullptr);
   storage->set_resizable(resizable);
-  if (impl->dtype() != dtype || impl->device() != storage->device()) {
+  if (impl->dtype() != dtype || !same_device) {
     // Also refreshes the device the TensorImpl reports from its storage's.
-    impl->set_storage_and_dtype(impl->storage(), dtype);
+    impl->set_storage_and_dtype(impl->unsafe_storage(), dtype);
   }
-  return impl;
 }
 
-at::Tensor targetOver(const at::Tensor& accel, bool resizable, bool keep_alive) {
-  TORCH_INTERNAL_ASSERT(accel.device().type() == c10::DeviceType::PrivateUse1);
+// `recycle`: whether a recycled view may stand for `accel` (one that keeps
+// the accel storage alive never is one); `inference_mode`: see take().
+at::Tensor targetOver(
+    const at::Tensor& accel, bool resizable, bool keep_alive, bool recycle, const bool* inference_mode = nullptr) {
+  const c10::Device accel_device = accel.device();
+  TORCH_INTERNAL_ASSERT(accel_device.type() == c10::DeviceType::PrivateUse1);
   // Every operator and copy hands accel memory to target kernels here: in a
   // process forked after initialisation that memory is not this process's.
   checkNotInBadFork();
   const c10::Storage& storage = accel.storage();
-  const c10::DeviceIndex device = accel.device().index();
+  const c10::DeviceIndex device = accel_device.index();
+  // Kernels may resize an argument's storage only where the accel storage
+  // itself may be resized: one received from another process, or handed out
+  // by a graph, raises the target's "Trying to resize storage that is not
+  // resizable", as cuda's do.
+  resizable = resizable && storage.resizable();
   auto data = keep_alive ? retainingData(storage, device) : borrowedData(const_cast<void*>(storage.data()), device);
+  auto impl = recycle && !keep_alive ? recycledViews.take(inference_mode) : c10::intrusive_ptr<c10::TensorImpl>();
+  if (impl) {
+    pointTo(impl.get(), std::move(data), storage.nbytes(), accel.dtype(), resizable);
+    return withViewMetadata(std::move(impl), accel, /*recycled=*/true);
+  }
   return withViewMetadata(
-      viewImpl(std::move(data), storage.nbytes(), accel.dtype(), resizable, /*may_recycle=*/!keep_alive), accel);
+      targetImpl(std::move(data), storage.nbytes(), accel.dtype(), resizable), accel, /*recycled=*/false);
 }
 
 } // namespace
 
 at::Tensor toTarget(const at::Tensor& accel) {
-  return targetOver(accel, /*resizable=*/false, /*keep_alive=*/false);
+  return targetOver(accel, /*resizable=*/false, /*keep_alive=*/false, /*recycle=*/true);
 }
 
 at::Tensor toResizableTarget(const at::Tensor& accel) {
-  return targetOver(accel, /*resizable=*/true, /*keep_alive=*/false);
+  return targetOver(accel, /*resizable=*/true, /*keep_alive=*/false, /*recycle=*/true);
+}
+
+at::Tensor toResizableTarget(const at::Tensor& accel, bool inference_mode) {
+  return targetOver(accel, /*resizable=*/true, /*keep_alive=*/false, /*recycle=*/true, &inference_mode);
+}
+
+at::Tensor toNewResizableTarget(const at::Tensor& accel) {
+  return targetOver(accel, /*resizable=*/true, /*keep_alive=*/false, /*recycle=*/false);
+}
+
+bool hasRecycledTarget() {
+  return recycledViews.size() > 0;
 }
 
 at::Tensor toTargetSharingStorage(const at::Tensor& accel, const at::Tensor& same_storage) {
   TORCH_INTERNAL_ASSERT(accel.device().type() == c10::DeviceType::PrivateUse1);
   TORCH_INTERNAL_ASSERT(same_storage.storage().data() == accel.storage().data());
-  return withViewMetadata(targetImpl(same_storage.storage(), accel.dtype()), accel);
+  return withViewMetadata(targetImpl(same_storage.storage(), accel.dtype()), accel, /*recycled=*/false);
 }
 
 at::Tensor toTargetKeepingAlive(const at::Tensor& accel) {
-  return targetOver(accel, /*resizable=*/false, /*keep_alive=*/true);
+  return targetOver(accel, /*resizable=*/false, /*keep_alive=*/true, /*recycle=*/false);
 }
 
-void recycleTarget(at::Tensor&& target) {
-  recycledViews.give(std::move(target));
+void recycleTarget(at::Tensor&& target, bool written_to) {
+  recycledViews.give(std::move(target), written_to);
 }
 
 at::Tensor toTargetIfAccel(const at::Tensor& tensor) {

@@ -19,9 +19,26 @@ using MapTensor = c10::function_ref<at::Tensor(const at::Tensor&)>;
 at::Tensor toTarget(const at::Tensor& accel);
 
 // toTarget for an argument a kernel may resize (out=, in-place): its storage
-// can grow, with the target's allocator. The caller moves any new memory and
-// metadata back to `accel` afterwards.
+// can grow, with the target's allocator, unless `accel`'s storage is not
+// resizable. The caller moves any new memory and metadata back to `accel`
+// afterwards.
 at::Tensor toResizableTarget(const at::Tensor& accel);
+
+// toResizableTarget for a caller that makes several views and reads
+// `inference_mode` (inferenceModeEnabled(), which a recycled view must
+// match) once for all of them.
+at::Tensor toResizableTarget(const at::Tensor& accel, bool inference_mode);
+
+// c10::InferenceMode::is_enabled(), read the cheapest way.
+bool inferenceModeEnabled();
+
+// toResizableTarget with a new TensorImpl, never a recycled one (see
+// recycleTarget): what a recycled view must be indistinguishable from, which
+// tests compare it with.
+at::Tensor toNewResizableTarget(const at::Tensor& accel);
+
+// Whether a recycled view waits on this thread for the next toTarget.
+bool hasRecycledTarget();
 
 // toResizableTarget for an accel tensor whose storage an existing target view
 // already stands for: `same_storage`, made (by the same call) for an accel
@@ -42,7 +59,9 @@ at::Tensor toTargetKeepingAlive(const at::Tensor& accel);
 // caller is done with it. If nothing else holds it, a later toTarget on this
 // thread reuses its TensorImpl and storage instead of allocating new ones
 // (operators make target views on every call); otherwise it is dropped.
-void recycleTarget(at::Tensor&& target);
+// `written_to`: it stood for an argument a kernel wrote to (out=, in-place),
+// whose metadata the kernel may have changed.
+void recycleTarget(at::Tensor&& target, bool written_to = false);
 
 // toTarget for accel tensors; any other tensor is returned as it is.
 at::Tensor toTargetIfAccel(const at::Tensor& tensor);

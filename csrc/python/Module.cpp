@@ -14,6 +14,7 @@
 #include <csrc/python/InterprocessEvent.h>
 #include <csrc/python/Memory.h>
 #include <csrc/python/Multiprocessing.h>
+#include <csrc/python/TargetViews.h>
 #include <csrc/runtime/AccelGenerator.h>
 #include <csrc/runtime/Runtime.h>
 
@@ -420,6 +421,7 @@ PYBIND11_MODULE(_C, m) {
   initMemoryBindings(m);
 
   m.def("_alias_fallback_calls", [] { return targetCallCount(); });
+  initTargetViewBindings(m);
 
   // What Inductor's generated code calls on every graph call (allocation,
   // device guards, streams): plain CPython, no pybind11 overhead.
