@@ -349,6 +349,10 @@ public:
     return at::cuda::graph_pool_handle();
   }
 
+  void clearLibraryWorkspaces() const override {
+    at::cuda::clearCublasWorkspaces();
+  }
+
   bool compositeRunsTargetFlashAttention() const noexcept override {
     return false; // the composite would call the CPU's flash operator, which CUDA lacks
   }

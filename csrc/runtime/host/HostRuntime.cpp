@@ -423,6 +423,10 @@ public:
     return hostGraphPoolHandle();
   }
 
+  void clearLibraryWorkspaces() const override {
+    // The CPU's kernels keep no workspaces per stream.
+  }
+
   bool compositeRunsTargetFlashAttention() const noexcept override {
     return true; // _scaled_dot_product_flash_attention_for_cpu, as for cpu
   }
