@@ -357,6 +357,11 @@ PYBIND11_MODULE(_C, m) {
     torch::utils::register_fork_handler_for_device_init(kAccel);
   });
   m.def("_is_in_bad_fork", in_bad_fork);
+  // What ATen's from_blob asks for an accel pointer given without a device
+  // index (at::Context::getDeviceFromPtr): the accel device of the memory.
+  m.def("_device_from_pointer", [](uintptr_t ptr) {
+    return at::globalContext().getDeviceFromPtr(reinterpret_cast<void*>(ptr), kAccel).index();
+  });
 
   // Devices.
   m.def("_device_count", [] { return guard().deviceCount(); });
