@@ -170,6 +170,10 @@ GPU_TEST_STEPS ?= all
 GPU_TEST_SECTIONS ?=
 GPU_TEST_DEADLINE ?= 540
 GPU_TEST_ARGS ?=
+# The commit tested, for the report and the history of sections
+# (test/reports/gpu-sections.md) where the tree has no git metadata (the
+# device tool copies the work tree only): `git rev-parse --short HEAD` here.
+GPU_TEST_COMMIT ?=
 GPU_CXX ?= $(shell command -v /usr/bin/g++ || echo g++)
 WHEELHOUSE := .whl
 gpu-test:
@@ -181,15 +185,19 @@ gpu-test:
 	fi; \
 	TORCH_ACCEL_RUNTIME=cuda $(PY) tools/gpu/gpu_report.py --started $$started --deadline $(GPU_TEST_DEADLINE) \
 	  --steps $(GPU_TEST_STEPS) --sections "$(GPU_TEST_SECTIONS)" \
-	  --pytest-args="$(PYTEST_ARGS)" --bench-args="$(BENCH_ARGS)" $(GPU_TEST_ARGS)
+	  --pytest-args="$(PYTEST_ARGS)" --bench-args="$(BENCH_ARGS)" --commit="$(GPU_TEST_COMMIT)" $(GPU_TEST_ARGS)
 
 # The build section of gpu-test (tools/gpu/gpu_report.py runs it), against whatever
 # torch $(PY) has. The GPU image's default compiler (CXX=/opt/gcc/bin/g++)
 # links libstdc++ statically; _C then carries its own iostream facets, which
 # clash with the libstdc++ torch loaded and crash the first error message that
 # formats a number. The distribution's g++ links it dynamically, as torch does.
+# One compile job per CPU (ninja, which torch's BuildExtension uses, would take
+# CPUs + 2 by itself; MAX_JOBS says so where someone set it lower): the build
+# is most of a fresh machine's first command, and the runner reports its
+# compile units from ninja's log.
 gpu-build:
-	CXX=$(GPU_CXX) TORCH_ACCEL_BUILD_CUDA=1 $(PY) setup.py -q build_ext --inplace
+	CXX=$(GPU_CXX) TORCH_ACCEL_BUILD_CUDA=1 MAX_JOBS=$$(nproc) $(PY) setup.py -q build_ext --inplace
 	@# grep reads all of ldd's output (-q would stop early: ldd's SIGPIPE then fails the pipe under pipefail).
 	@ldd torch_accel/_C*.so | grep 'libstdc++' > /dev/null || { echo "torch_accel/_C links libstdc++ statically; set GPU_CXX to a g++ that links it dynamically"; exit 1; }
 

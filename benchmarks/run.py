@@ -17,11 +17,13 @@ the history); each section is a module of benchmarks/sections/.
 
   python benchmarks/run.py [--quick] [--sections ops,instructions,calls,throughput,streams,sdpa,models,compiled,graphs,startup]
                            [--no-compile] [--no-history] [--output-dir DIR] [--run-id ID] [--ops OP,OP]
+                           [--models transformer,cnn]
 
 --ops keeps only the named ops of the per-op list (its names, as in the
 tables: `--ops add,clone,torch.tensor(list)`), for quick measurements of a
 change; such a run is a partial one and is best kept out of the history
-(--no-history).
+(--no-history). --models keeps only the named models of the training steps
+(sections models and compiled).
 """
 
 import argparse
@@ -182,6 +184,11 @@ def main() -> int:
         default=None,
         help="comma-separated names of the per-op list (sections ops and instructions) to measure instead of all of them",
     )
+    parser.add_argument(
+        "--models",
+        default=None,
+        help=f"comma-separated models of the training steps (sections models and compiled), of: {', '.join(models.MODELS)}",
+    )
     parser.add_argument("--callgrind-child", metavar="DIR", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.ops is not None:
@@ -192,6 +199,12 @@ def main() -> int:
             what = f"unknown ops {unknown_ops}" if unknown_ops else "no op"
             parser.error(f"{what} in --ops; the per-op list has: {', '.join(known)}")
         ops.select(selected)
+    if args.models is not None:
+        chosen = [name.strip() for name in args.models.split(",") if name.strip()]
+        unknown_models = [name for name in chosen if name not in models.MODELS]
+        if unknown_models or not chosen:
+            parser.error(f"--models takes some of {', '.join(models.MODELS)}; got {args.models!r}")
+        models.select(chosen)
     if args.callgrind_child:
         instructions.callgrind_child(args.callgrind_child)
         return 0

@@ -175,6 +175,22 @@ def views_and_inplace_backward(device: str) -> dict:
     return {"base": base.grad.cpu(), "devices": [str(base.grad.device)]}
 
 
+def real_model_batch(device, step):
+    g = torch.Generator().manual_seed(200 + step)
+    return torch.randn(4, 3, 32, 32, generator=g).to(device), torch.randint(0, 10, (4,), generator=g).to(device)
+
+
+def real_model(device: str) -> dict:
+    """Two SGD steps of a real model from an installed package (torchvision's
+    ResNet-18, untrained: no download), as the models above."""
+    import torchvision
+
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(num_classes=10)
+    with deterministic():
+        return _train(model, real_model_batch, device, torch.optim.SGD, steps=2, lr=0.01, momentum=0.9)
+
+
 def all_cases(device: str) -> dict:
     results = {f"train-{m}-{o}": train(m, o, device) for m in MODELS for o in OPTIMIZERS}
     results["tanh_backward"] = tanh_backward(device)
@@ -188,7 +204,13 @@ def compiled_cases(device: str) -> dict:
 
 
 if __name__ == "__main__":
-    # python _cases.py DEVICE OUTPUT [--compiled]: every case (or every
-    # compiled case) on DEVICE, saved to OUTPUT.
-    cases = compiled_cases if sys.argv[3:] == ["--compiled"] else all_cases
-    torch.save(cases(sys.argv[1]), sys.argv[2])
+    # python _cases.py DEVICE OUTPUT [--compiled | --real-model]: every case
+    # (or every compiled case, or the real model's) on DEVICE, saved to OUTPUT.
+    flags = sys.argv[3:]
+    if flags == ["--compiled"]:
+        results = compiled_cases(sys.argv[1])
+    elif flags == ["--real-model"]:
+        results = {"real_model": real_model(sys.argv[1])}
+    else:
+        results = all_cases(sys.argv[1])
+    torch.save(results, sys.argv[2])

@@ -516,6 +516,30 @@ def test_compiled_attention_runs_the_targets_fused_kernels(head_dim, target):
     assert_close(compiled, step(False))
 
 
+def test_compiled_attention_with_a_mask_calls_the_targets_fused_operator(target):
+    # Forward only (a cuda backward cannot run in this process): compiled for
+    # accel, attention with a mask calls the fused operator that compiling for
+    # the target calls (cuda: memory-efficient attention, as masks keep flash
+    # attention out), and gives what accel's eager attention gives.
+    dtype = torch.float16 if target == "cuda" else torch.float32
+    g = torch.Generator().manual_seed(0)
+    q, k, v, mask = (torch.randn(shape, generator=g).to(dtype) for shape in [(2, 3, 24, 16)] * 3 + [(24, 24)])
+
+    def attention(q, k, v, mask):
+        return nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+    def fused_operators(code):
+        return sorted(set(re.findall(r"aten\._scaled_dot_product_\w+\.default\(", code)))
+
+    result, code = compile_and_run(attention, *on("accel", [q, k, v, mask]))
+    torch._dynamo.reset()
+    _, target_code = compile_and_run(attention, *on(target, [q, k, v, mask]))
+    assert fused_operators(code) == fused_operators(target_code) != []
+    if target == "cuda":
+        assert fused_operators(code) == ["aten._scaled_dot_product_efficient_attention.default("]
+    assert_close(result, attention(*on("accel", [q, k, v, mask])), rtol=0, atol=0)
+
+
 # --- Buffer allocation in generated code -----------------------------------------
 
 

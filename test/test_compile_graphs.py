@@ -190,6 +190,88 @@ def test_new_sizes_are_captured_again(target):
     assert inductor_count("cudagraph_skips") == 0
 
 
+def test_model_on_another_device_than_the_current_one_is_captured_on_its_own(two_devices):
+    # The capture runs on the model's device (its stream, under its guard),
+    # whichever device is current: captured on the current device's stream,
+    # the graph would miss the model's work and replays would return stale
+    # outputs.
+    model = mlp().to("accel:1")
+    compiled = torch.compile(model, mode="reduce-overhead")
+    reference = torch.compile(model)  # the same parameters, compiled without graphs
+    with torch.no_grad(), torch.accel.device(0):
+        for x in batches(4, 4, 16):
+            x = x.to("accel:1")
+            got = compiled(x)
+            assert got.device == torch.device("accel:1")
+            assert_same(got, reference(x))
+        assert torch.accel.current_device() == 0
+        assert torch.accel.current_stream(0) == torch.accel.default_stream(0)
+        assert torch.accel.current_stream(1) == torch.accel.default_stream(1)
+    assert inductor_count("cudagraph_skips") == 0
+    assert inductor_count(CAPTURES) == 1
+    assert inductor_count(REPLAYS) == 3
+
+
+def test_library_workspaces_are_cleared_around_each_capture(monkeypatch):
+    # The runtime's hook (CUDA: cuBLAS's workspaces, as Inductor's trees clear
+    # them around their captures) runs before the capture begins and after it
+    # ends, outside it.
+    events = []
+    begin, end = torch.accel.Graph.capture_begin, torch.accel.Graph.capture_end
+
+    def clear():
+        events.append(("clear", torch.accel.is_current_stream_capturing()))
+
+    def capture_begin(self, *args, **kwargs):
+        events.append(("begin", torch.accel.is_current_stream_capturing()))
+        begin(self, *args, **kwargs)
+
+    def capture_end(self):
+        end(self)
+        events.append(("end", torch.accel.is_current_stream_capturing()))
+
+    monkeypatch.setattr(torch_accel._C, "_clear_library_workspaces", clear)
+    monkeypatch.setattr(torch.accel.Graph, "capture_begin", capture_begin)
+    monkeypatch.setattr(torch.accel.Graph, "capture_end", capture_end)
+    f = torch.compile(lambda x, w: torch.relu(x @ w), mode="reduce-overhead")
+    x, w = torch.randn(8, 8, device=DEVICE), torch.randn(8, 8, device=DEVICE)
+    for _ in range(4):
+        assert_same(f(x, w), torch.relu(x @ w))
+    assert inductor_count(CAPTURES) == 1
+    assert events == [("clear", False), ("begin", False), ("end", False), ("clear", False)]
+
+
+# A custom operator that reads device data (.item()), which a capture forbids.
+_PEEK_LIBRARY = None
+
+
+def _peek():
+    global _PEEK_LIBRARY
+    if _PEEK_LIBRARY is None:
+        _PEEK_LIBRARY = torch.library.Library("accel_graphs_test", "DEF")  # noqa: TOR901
+        _PEEK_LIBRARY.define("peek(Tensor x) -> Tensor")
+        _PEEK_LIBRARY.impl("peek", lambda x: x * (1.0 if x.sum().item() < 1e30 else 2.0), "CompositeExplicitAutograd")
+        _PEEK_LIBRARY.impl("peek", lambda x: torch.empty_like(x), "Meta")
+    return torch.ops.accel_graphs_test.peek
+
+
+def test_a_capture_that_an_operation_invalidates_leaves_nothing_behind():
+    peek = _peek()
+    f = torch.compile(lambda x: peek(x + 1) * 2, mode="reduce-overhead")
+    x = torch.randn(64, device=DEVICE)
+    for _ in range(3):
+        assert torch.equal(f(x).cpu(), ((x + 1) * 2).cpu())
+    assert inductor_count("cudagraph_skips") == 1  # the capture failed, and the graph runs as compiled
+    assert inductor_count(CAPTURES) == 0
+    assert not torch.accel.is_current_stream_capturing()
+    assert torch.accel.current_stream() == torch.accel.default_stream()
+    # Another graph captures and replays as ever.
+    g = torch.compile(lambda x: x * 3 - 1, mode="reduce-overhead")
+    for _ in range(3):
+        assert torch.equal(g(x).cpu(), (x * 3 - 1).cpu())
+    assert inductor_count(CAPTURES) == 1
+
+
 def test_mutated_input_is_skipped_with_cudas_reason():
     def f(x):
         x.add_(1)
@@ -371,6 +453,7 @@ def test_a_failed_capture_is_recorded_and_the_graph_runs_as_compiled(monkeypatch
     x = torch.randn(8, device=DEVICE)
     for _ in range(4):
         assert torch.equal(f(x).cpu(), (x * 2 + 1).cpu())
+    assert torch.accel.current_stream() == torch.accel.default_stream()  # the capture stream was left
     assert inductor_count("cudagraph_skips") == 1
     assert inductor_count(CAPTURES) == 0
     assert inductor_count(REPLAYS) == 0

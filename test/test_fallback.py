@@ -638,6 +638,23 @@ def test_attention_runs_the_targets_fused_kernels(dtype, head_dim, target):
         torch.testing.assert_close(a.grad.cpu().double(), t.grad, atol=tolerance, rtol=tolerance)
 
 
+def test_attention_with_a_mask_runs_the_targets_backend(target):
+    # An attention mask keeps cuda's flash attention out: cuda takes
+    # memory-efficient attention for float16 (the fused kernel that takes
+    # masks), and accel must take it too and give its bits.
+    dtype = torch.float16 if target == "cuda" else torch.float32
+    reference, accel = attention_inputs(target, dtype, head_dim=16, seed=3)
+    g = torch.Generator().manual_seed(4)
+    mask = torch.randn(24, 24, generator=g).to(dtype)  # additive, broadcast over batch and heads
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    expected_operators = attention_operators(lambda: sdpa(*reference, attn_mask=mask.to(target)))
+    operators = attention_operators(lambda: sdpa(*accel, attn_mask=mask.to("accel")))
+    assert operators == expected_operators
+    if target == "cuda":
+        assert "aten::_scaled_dot_product_efficient_attention" in operators
+    assert_bitwise(sdpa(*accel, attn_mask=mask.to("accel")), sdpa(*reference, attn_mask=mask.to(target)), target)
+
+
 BACKENDS = [
     torch.nn.attention.SDPBackend.FLASH_ATTENTION,
     torch.nn.attention.SDPBackend.EFFICIENT_ATTENTION,

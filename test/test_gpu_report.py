@@ -7,6 +7,7 @@ wheelhouse list (requirements-gpu.txt) against the suite."""
 
 import ast
 import importlib.metadata
+import importlib.util
 import json
 import os
 import re
@@ -73,7 +74,7 @@ FAKE_TESTS = {
 }
 
 
-def write_table(tmp_path, sections: str, required: dict | None = None, steps=("one", "two")) -> str:
+def write_table(tmp_path, sections: str, required: dict | None = None, steps=("one", "two"), extra: str = "") -> str:
     fake = tmp_path / "fake"
     fake.mkdir(exist_ok=True)
     for name, text in FAKE_TESTS.items():
@@ -92,6 +93,7 @@ def write_table(tmp_path, sections: str, required: dict | None = None, steps=("o
             STEPS = {tuple(steps)!r}
             """
         )
+        + textwrap.dedent(extra)
         + "SECTIONS = (\n"
         + textwrap.indent(textwrap.dedent(sections), "    ")
         + ")\n"
@@ -111,8 +113,9 @@ def run_report(tmp_path, table: str, *args: str, timeout: float = 120) -> tuple[
 
 
 def row(report: str, name: str) -> str:
-    """The summary table's row of a section."""
-    rows = [line for line in report.splitlines() if line.startswith(f"| {name} |")]
+    """The summary table's row of a section (the time table below it has rows too)."""
+    summary = report.split("## Where the time went")[0]
+    rows = [line for line in summary.splitlines() if line.startswith(f"| {name} |")]
     assert len(rows) == 1, report
     return rows[0]
 
@@ -355,6 +358,121 @@ def test_benchmark_sections_add_to_one_results_file_each_written_at_once(tmp_pat
     assert re.search(r"Files written: \S+/results/\S+\.md, \S+/results/\S+\.json, \S+/results/history\.jsonl\.", section_text(report, "bench-streams"))
 
 
+def test_report_says_where_the_time_went(fake_run):
+    report = fake_run[1]
+    time_part = report.split("## Where the time went")[1].split("\n## ")[0]
+    for name in ("dependencies", "passes", "fails", "hangs", "command"):
+        assert re.search(rf"^\| {name} \| [\d.]+ s \| \d+% \|", time_part, re.M), time_part
+    # A pytest section: its start-up and collection apart from its tests, and its slowest tests.
+    assert re.search(r"^\| passes \| [\d.]+ s \| \d+% \| start-up and collection \d+ s; slowest: `test_\w+` [\d.]+ s", time_part, re.M)
+    assert re.search(r"^\| total \(from the start of `make gpu-test`\) \| [\d.]+ s", time_part, re.M)
+
+
+def test_compile_units_are_read_from_ninjas_log(tmp_path, monkeypatch):
+    build = tmp_path / "build" / "temp.linux-x86_64-cpython-312"
+    build.mkdir(parents=True)
+    log = build / ".ninja_log"
+    log.write_text("# ninja log v5\n0\t9000\t1\t/x/old.o\tabc\n")
+    monkeypatch.setattr(gpu_report, "ROOT", str(tmp_path))
+    before = gpu_report.ninja_log_sizes()
+    with open(log, "a") as f:  # what this build compiled: two units side by side, then one
+        f.write("0\t4000\t1\t/x/a.o\tabc\n100\t3100\t1\t/x/b.o\tabc\n4000\t6000\t1\t/x/c.o\tabc\n")
+    entries = gpu_report.ninja_log_entries(before)
+    assert sorted(unit for unit, _, _ in entries) == ["a.o", "b.o", "c.o"]
+    (line,) = gpu_report.describe_compile_units(entries)
+    assert line.startswith("3 units, 9 s of compiling in 6 s (1.5 at a time, ")
+    assert line.endswith("slowest: a.o 4 s, b.o 3 s, c.o 2 s")
+    assert gpu_report.describe_compile_units([]) == ["no unit compiled (up to date)"]
+
+
+def test_all_leaves_out_the_subset_steps(tmp_path):
+    table = write_table(
+        tmp_path,
+        """
+        Section(name="quick", step="smoke", what="w", limit_s=60, estimate_s=1, command=("{python}", "-c", "pass")),
+        Section(name="full", step="one", what="w", limit_s=60, estimate_s=1, command=("{python}", "-c", "pass")),
+        """,
+        steps=("smoke", "one"),
+        extra='SUBSET_STEPS = ("smoke",)\n',
+    )
+    proc, report = run_report(tmp_path, table, "--deadline", "0")
+    assert proc.returncode == 0, report
+    assert "| full | one | passed |" in row(report, "full") and "| quick |" not in report.split("## Where")[0]
+    proc, report = run_report(tmp_path, table, "--deadline", "0", "--steps", "smoke")
+    assert "| quick | smoke | passed |" in row(report, "quick") and "| full |" not in report.split("## Where")[0]
+
+
+HISTORY_SECTIONS = """
+Section(name="first", step="one", what="w", limit_s=60, estimate_s=100, command=("{python}", "-c", "pass")),
+Section(name="second", step="one", what="w", limit_s=60, estimate_s=100, command=("{python}", "-c", "raise SystemExit(3)")),
+Section(name="third", step="two", what="w", limit_s=60, estimate_s=100, command=("{python}", "-c", "pass")),
+Section(name="quick", step="smoke", what="w", limit_s=60, estimate_s=10, command=("{python}", "-c", "pass")),
+"""
+
+
+def history_rows(path) -> list[list[str]]:
+    return [
+        [cell.strip() for cell in line.strip().strip("|").split("|")]
+        for line in path.read_text().splitlines()
+        if line.startswith("| ") and not line.startswith("| section |")
+    ]
+
+
+def test_sections_that_ran_enter_the_history_oldest_first(tmp_path):
+    history = tmp_path / "reports" / "gpu-sections.md"
+    table = write_table(
+        tmp_path, HISTORY_SECTIONS, steps=("one", "two", "smoke"), extra='RECORD_WITHOUT_GPU = True\nSUBSET_STEPS = ("smoke",)\n'
+    )
+    proc, report = run_report(tmp_path, table, "--deadline", "0", "--steps", "one", "--history", str(history), "--commit", "abc1234")
+    assert proc.returncode == 1  # second failed
+    rows = history_rows(history)
+    # Never-run sections first (in the table's order), then the oldest runs.
+    assert [r[0] for r in rows] == ["third", "quick", "first", "second"]
+    assert rows[0][2] == rows[1][2] == "never"
+    first, second = rows[2], rows[3]
+    assert first[1:4] == ["one", first[2], "abc1234"] and re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d", first[2])
+    assert first[4] == "none" and first[5] == "passed" and first[7].endswith(" s")
+    assert second[5] == "failed (exit 3)"
+    # It comes back under $OUT with the report.
+    assert (tmp_path / "out" / "gpu-sections.md").read_text() == history.read_text()
+    # A later run of another step keeps the rows of the first, and puts its own last.
+    later = str(time.time() + 120)  # the history's dates are to the minute
+    proc, _ = run_report(
+        tmp_path, table, "--deadline", "0", "--steps", "two", "--history", str(history), "--commit", "def5678", "--started", later
+    )
+    rows = history_rows(history)
+    assert [r[0] for r in rows] == ["quick", "first", "second", "third"]
+    assert rows[3][3] == "def5678" and rows[1][3] == "abc1234"
+
+
+def test_history_is_kept_only_for_gpu_runs(tmp_path):
+    history = tmp_path / "gpu-sections.md"
+    table = write_table(tmp_path, HISTORY_SECTIONS, steps=("one", "two", "smoke"))
+    run_report(tmp_path, table, "--deadline", "0", "--sections", "first", "--history", str(history))
+    assert not history.exists()
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["report.log", "report.md"]
+
+
+def test_next_picks_what_has_not_run_longest_within_the_budget(tmp_path):
+    history = tmp_path / "gpu-sections.md"
+    table_path = write_table(tmp_path, HISTORY_SECTIONS, steps=("one", "two", "smoke"), extra='SUBSET_STEPS = ("smoke",)\n')
+    history.write_text(
+        "| section | step | last GPU run (UTC) | commit | GPU | outcome | tests | time |\n|---|---|---|---|---|---|---|---|\n"
+        "| first | one | 2026-11-20 10:00 | a | H100 | passed | | 10 s |\n"
+        "| second | one | 2026-11-25 10:00 | b | H100 | failed | | 10 s |\n"
+    )
+
+    def next_for(*args):
+        cmd = [sys.executable, os.path.join(TOOLS, "gpu_report.py"), "--table", table_path, "--history", str(history), "--next", *args]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=60).stdout
+
+    # third never ran, first ran longest ago; the smoke step is not offered (a window runs it whole).
+    assert next_for("400").splitlines()[-1].startswith("make gpu-test GPU_TEST_SECTIONS=third,first,second ")
+    assert next_for("250").splitlines()[-1].startswith("make gpu-test GPU_TEST_SECTIONS=third,first ")
+    assert "GPU_TEST_SECTIONS=third " in next_for("150")
+    assert "quick" not in next_for("400")
+
+
 @pytest.mark.parametrize("args, message", [(["--steps", "tests,bench"], "--steps takes"), (["--sections", "nope"], "unknown sections")])
 def test_unknown_steps_and_sections_are_refused(tmp_path, args, message):
     table = write_table(tmp_path, 'Section(name="s", step="one", what="w", limit_s=60, estimate_s=1, command=("true",)),\n')
@@ -377,11 +495,46 @@ def test_table_is_consistent_and_each_step_fits_a_command():
     for step in gpu_sections.STEPS:
         total = gpu_sections.BUILD.estimate_s + sum(s.estimate_s for s in gpu_sections.SECTIONS if s.step == step)
         assert total <= 540, (step, total)
+    # The smoke step, with the dependencies (10 s) and the machine's description
+    # (15 s), fits its budget on a fresh machine (issue 28: 6 minutes).
+    smoke = sum(s.estimate_s for s in gpu_sections.SECTIONS if s.step == "smoke")
+    assert gpu_sections.BUILD.estimate_s + 10 + 15 + smoke <= gpu_sections.SMOKE_BUDGET_S
+    assert set(gpu_sections.SUBSET_STEPS) <= set(gpu_sections.STEPS) and gpu_sections.UNASSIGNED_STEP in gpu_sections.STEPS
     # Each issue's section is there.
     for name in ("accelrt", "device", "opinfo", "compile", "sdpa", "distributed", "profiler", "multiprocessing"):
         assert name in names
     for name in ("ops", "throughput", "sdpa", "models", "compiled"):
         assert f"bench-{name}" in names
+
+
+def test_smoke_step_names_tests_of_every_path_that_exist():
+    smoke = [s for s in gpu_sections.SECTIONS if s.step == "smoke"]
+    names = {s.name for s in smoke}
+    for path in ("device", "ops", "sdpa", "compile", "graphs", "profiler", "ipc", "nccl", "models", "bench"):
+        assert f"smoke-{path}" in names
+    ids = [t for s in smoke for t in s.tests]
+    assert all("::" in t for t in ids), "the smoke step names tests, not whole files"
+    # Every node id collects (a renamed test would leave its path untested).
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *ids],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    collected = [line for line in proc.stdout.splitlines() if "::" in line]
+    for nodeid in ids:
+        assert any(line == nodeid or line.startswith(nodeid + "[") for line in collected), nodeid
+
+
+def test_the_history_of_sections_names_every_section(tmp_path):
+    history = gpu_report.SectionHistory.read(gpu_report.HISTORY_FILE)
+    names = [s.name for s in [gpu_sections.BUILD, *gpu_sections.SECTIONS]]
+    assert set(names) <= set(history.rows), "regenerate test/reports/gpu-sections.md (SectionHistory.write)"
+    # As the runner writes it: in order, oldest first.
+    history.write(str(tmp_path / "expected.md"), gpu_sections)
+    assert (tmp_path / "expected.md").read_text() == open(gpu_report.HISTORY_FILE).read()
 
 
 def test_every_test_file_is_in_a_section_or_exempt():
@@ -445,7 +598,12 @@ def test_required_modules_cover_what_the_suite_imports():
             elif isinstance(node, ast.ImportFrom) and node.level == 0:
                 imports.add(node.module)
     for module in sorted(imports):
-        if module.split(".")[0] not in local and module.split(".")[0] not in sys.stdlib_module_names:
+        top = module.split(".")[0]
+        if top in gpu_sections.GPU_IMAGE_ONLY:
+            assert top in gpu_sections.REQUIRED_MODULES  # the GPU run checks it is there
+            if importlib.util.find_spec(top) is None:
+                continue
+        if top not in local and top not in sys.stdlib_module_names:
             importlib.import_module(module)
 
     # What torch, pytest and the image's other required packages (installed with

@@ -272,6 +272,95 @@ def test_forbidden_operation_invalidates_capture(forbidden):
     assert torch.equal(y.cpu(), torch.full((4,), 3.0))
 
 
+def settled_memory():
+    """(allocated, reserved) bytes of the current device, with the cache emptied."""
+    gc.collect()
+    torch.accel.synchronize()
+    torch.accel.empty_cache()
+    return torch.accel.memory_allocated(), torch.accel.memory_reserved()
+
+
+@pytest.mark.parametrize("forbidden", forbidden_operations())
+def test_failed_capture_leaves_nothing_behind(forbidden):
+    # On the CUDA runtime, CUDAGraph itself leaves the caching allocator in
+    # capture mode with the graph's pool held and the generators in capture
+    # mode when cudaStreamEndCapture fails; accel's graph undoes that, and
+    # torch.accel.graph restores the stream even though capture_end raises.
+    x = torch.ones(4096, device="accel")
+    side = torch.accel.Stream()
+    with torch.accel.stream(side):
+        stream_before = torch.accel.current_stream()
+        memory_before = settled_memory()
+        g = torch.accel.Graph()
+        with pytest.raises(RuntimeError, match="capture"):
+            with torch.accel.graph(g):
+                y = x * 2
+                noise = torch.rand(16, device="accel")
+                forbidden(y)
+        assert torch.accel.current_stream() == stream_before
+        assert not torch.accel.is_current_stream_capturing()
+        del y, noise
+        # What the capture allocated went back with its pool.
+        assert settled_memory() == memory_before
+        # The allocator recycles blocks again (in capture mode, CUDA's would
+        # not process the events of a block freed after record_stream) ...
+        other = torch.accel.Stream()
+        for _ in range(3):
+            block = torch.empty(1 << 18, device="accel")
+            block.record_stream(other)
+            del block
+            torch.accel.synchronize()
+        torch.accel.empty_cache()
+        assert settled_memory() == memory_before
+        # ... eager random work runs as ever (in capture mode, CUDA's
+        # generator would refuse: "Offset increment outside graph capture") ...
+        torch.accel.manual_seed(7)
+        first = torch.rand(8, device="accel")
+        torch.accel.manual_seed(7)
+        assert torch.equal(torch.rand(8, device="accel").cpu(), first.cpu())
+        # ... and the same graph captures again.
+        with torch.accel.graph(g):
+            z = x + 1
+        g.replay()
+        assert torch.equal(z.cpu(), torch.full((4096,), 2.0))
+    assert torch.accel.current_stream() == torch.accel.default_stream()
+
+
+def test_failed_capture_begin_restores_the_stream(monkeypatch):
+    def refuse(self, *args, **kwargs):
+        raise RuntimeError("accel: this capture cannot begin")
+
+    g = torch.accel.Graph()
+    monkeypatch.setattr(torch.accel.Graph, "capture_begin", refuse)
+    with pytest.raises(RuntimeError, match="cannot begin"):
+        with torch.accel.graph(g):
+            pass
+    assert torch.accel.current_stream() == torch.accel.default_stream()
+
+
+def test_concurrent_captures_into_one_pool_are_refused_and_the_first_goes_on():
+    # CUDA's allocators refuse to record into a pool that a capture records
+    # into; accel refuses before anything began, on both runtimes.
+    x = torch.ones(4, device="accel")
+    pool = torch.accel.graph_pool_handle()
+    g1, g2 = torch.accel.Graph(), torch.accel.Graph()
+    s2 = torch.accel.Stream()
+    with torch.accel.graph(g1, pool=pool):
+        y = x + 1
+        with torch.accel.stream(s2):
+            with pytest.raises(RuntimeError, match="another graph is capturing into the memory pool"):
+                g2.capture_begin(pool=pool)
+            assert not torch.accel.is_current_stream_capturing()
+        z = y * 2
+    g1.replay()
+    assert torch.equal(z.cpu(), torch.full((4,), 4.0))
+    # One after the other, they share it.
+    with torch.accel.graph(g2, pool=pool, stream=s2):
+        w = z + 1
+    g2.replay()
+    assert torch.equal(w.cpu(), torch.full((4,), 5.0))
+
+
 def test_work_on_other_streams_runs_during_capture():
     x = torch.ones(4, device="accel")
     other = torch.accel.Stream()
@@ -307,6 +396,40 @@ def test_random_numbers_are_fresh_at_each_replay():
             assert not torch.equal(a, b)
     assert ((draws[0][0] >= 0) & (draws[0][0] < 1)).all()
     assert set(draws[0][2].unique().tolist()) <= {0.0, 2.0}
+
+
+def test_replays_draw_from_a_registered_user_generator_as_eager(target):
+    # torch.rand(..., generator=g) captured: each replay draws the numbers the
+    # next eager call would, and advances g as that call would (CUDA: the
+    # graph-safe state of g's CUDA generator, registered with the graph).
+    g = torch.Generator("accel").manual_seed(2024)
+    reference = torch.Generator(target).manual_seed(2024)
+    graph = torch.accel.Graph()
+    graph.register_generator_state(g)
+    with torch.accel.graph(graph):
+        drawn = torch.rand(32, device="accel", generator=g)
+        scaled = torch.randn(8, device="accel", generator=g) * 3
+    for _ in range(3):
+        graph.replay()
+        assert torch.equal(drawn.cpu(), torch.rand(32, device=target, generator=reference).cpu())
+        assert torch.equal(scaled.cpu(), (torch.randn(8, device=target, generator=reference) * 3).cpu())
+    # Eager work after the replays goes on from where they left g.
+    assert torch.equal(torch.rand(4, device="accel", generator=g).cpu(), torch.rand(4, device=target, generator=reference).cpu())
+
+
+def test_register_generator_state_takes_accel_generators_before_capture():
+    graph = torch.accel.Graph()
+    with pytest.raises(ValueError, match="accel generator"):
+        graph.register_generator_state(torch.Generator("cpu"))
+    with pytest.raises(TypeError):
+        graph.register_generator_state(3)
+    g = torch.Generator("accel")
+    with torch.accel.graph(graph):
+        with pytest.raises(RuntimeError, match="(?i)capturing"):
+            torch.accel.Graph().register_generator_state(g)
+        y = torch.ones(2, device="accel") + 1
+    graph.replay()
+    assert torch.equal(y.cpu(), torch.full((2,), 2.0))
 
 
 def test_debug_dump(tmp_path):

@@ -3,9 +3,13 @@
 Each test runs in a fresh interpreter: initialisation is process-wide state.
 """
 
+import os
+
 import pytest
+import torch
 
 from conftest import run_python
+from test_cuda_visible_devices import stub_libraries  # noqa: F401 (a fixture)
 
 
 def check(code: str, **kwargs) -> str:
@@ -255,3 +259,80 @@ def test_fork_child_still_reports_devices():
         )
     )
     assert out.strip() == "0"
+
+
+# torch.<target> must know that accel started its runtime, as if it had
+# started it itself: on the CUDA runtime torch.cuda is then initialised and a
+# forked child that uses torch.cuda gets torch's own error; the host runtime's
+# target (the CPU) has no such state, and torch.cuda is never touched.
+TARGET_MODULE_AFTER_ACCEL = """
+import os, torch, torch_accel
+torch.ones(2, device="accel") + 1
+print(torch.cuda.is_initialized())
+pid = os.fork()
+if pid == 0:
+    try:
+        torch.empty(1, device="cuda")
+        os._exit(0)
+    except RuntimeError as e:
+        os._exit(3 if "Cannot re-initialize CUDA in forked subprocess" in str(e) else 4)
+    except BaseException:
+        os._exit(5)
+_, status = os.waitpid(pid, 0)
+print(os.waitstatus_to_exitcode(status))
+"""
+
+
+def test_target_module_knows_accel_initialised_its_runtime(target):
+    out = check(TARGET_MODULE_AFTER_ACCEL).split()
+    if target == "cuda":
+        assert out == ["True", "3"]
+    else:
+        assert out[0] == "False"  # the child's torch.cuda then fails as it would anyway
+
+
+def test_host_runtime_never_touches_torch_cuda():
+    out = check(
+        """
+        import torch, torch_accel
+        def refuse():
+            raise AssertionError("torch.cuda._lazy_init called")
+        torch.cuda._lazy_init = refuse
+        torch_accel.init()
+        torch.ones(2, device="accel") + 1
+        print(torch_accel.runtime(), torch.cuda.is_initialized())
+        """,
+        env={"TORCH_ACCEL_RUNTIME": "host"},
+    )
+    assert out.split() == ["host", "False"]
+
+
+@pytest.mark.skipif(torch.version.cuda is None, reason="the installed torch has no CUDA, so torch_accel has no CUDA runtime")
+def test_cuda_runtime_initialisation_calls_torch_cudas_own(stub_libraries):
+    # A mocked CUDA target (stub NVML: one GPU; the stub driver has none):
+    # accel's lazy initialisation goes through torch.cuda._lazy_init before it
+    # starts CUDA itself, which the stub driver would refuse anyway.
+    from test_cuda_visible_devices import UUIDS
+
+    env = {
+        "LD_LIBRARY_PATH": os.pathsep.join(filter(None, [stub_libraries, os.environ.get("LD_LIBRARY_PATH")])),
+        "STUB_NVML_UUIDS": UUIDS[0],
+        "CUDA_VISIBLE_DEVICES": "0",
+        "TORCH_ACCEL_RUNTIME": "cuda",
+    }
+    out = check(
+        """
+        import torch, torch_accel
+        class Called(Exception):
+            pass
+        def lazy_init():
+            raise Called("torch.cuda._lazy_init")
+        torch.cuda._lazy_init = lazy_init
+        try:
+            torch_accel.init()
+        except Called as e:
+            print(torch_accel.runtime(), "called", torch_accel.is_initialized())
+        """,
+        env=env,
+    )
+    assert out.split() == ["cuda", "called", "False"]

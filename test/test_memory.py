@@ -667,3 +667,19 @@ def test_dataloader_pin_memory():
     batches = [batch.to("accel", non_blocking=True) for (batch,) in loader]
     torch_accel.synchronize()
     assert torch.equal(torch.cat(batches).cpu(), torch.arange(16.0).view(8, 2))
+
+
+def test_device_from_pointer_answers_as_cuda_does(two_devices):
+    # What ATen's from_blob asks of accel for a pointer given without a device
+    # index (at::Context::getDeviceFromPtr): the device of accel memory, also
+    # inside a block; pinned host memory is accepted, as
+    # at::cuda::getDeviceFromPtr accepts it (the device it was allocated
+    # against; on the host runtime, the current one); other memory is refused.
+    for index in range(torch_accel.device_count()):
+        block = torch.empty(64, device=f"accel:{index}")
+        assert torch_accel._C._device_from_pointer(block.data_ptr()) == index
+        assert torch_accel._C._device_from_pointer(block[5:].data_ptr()) == index
+    pinned = torch.randn(16).pin_memory()
+    assert 0 <= torch_accel._C._device_from_pointer(pinned.data_ptr()) < torch_accel.device_count()
+    with pytest.raises(RuntimeError, match="resides on host memory and is not registered with any accel"):
+        torch_accel._C._device_from_pointer(torch.randn(16).data_ptr())

@@ -8,6 +8,8 @@ probability is one for which accel's fused dropout and the CPU's composite
 scale alike (_cases.DROPOUT_P; test_divergent_paths covers the others).
 """
 
+import importlib.util
+
 import pytest
 import torch
 
@@ -46,6 +48,21 @@ def test_training_matches_the_target_bitwise(model, optimizer, reference):
     assert_same(result, reference[f"train-{model}-{optimizer}"])
     losses = result["losses"]
     assert losses[-1].item() < losses[0].item() * 1.5  # it trains, not diverges
+
+
+def test_a_real_model_of_an_installed_package_trains_as_on_the_target(target, tmp_path):
+    # torchvision's ResNet-18, which the GPU image has (the GPU run's smoke step
+    # runs this test there, against cuda).
+    if importlib.util.find_spec("torchvision") is None:
+        if torch_accel.runtime() == "cuda":
+            pytest.fail("torchvision is missing: the GPU image has it, and this test must run there")
+        pytest.skip("torchvision is not installed here (the GPU image has it; the GPU run's smoke step runs this)")
+    expected = run_target_cases(target, tmp_path, "--real-model")["real_model"]
+    result = _cases.real_model("accel")
+    assert result["devices"] == ["accel:0"]
+    assert_same(result, expected)
+    losses = result["losses"]
+    assert torch.isfinite(torch.stack(losses)).all()
 
 
 def test_backward_of_an_accel_graph_stays_on_accel(reference):

@@ -281,8 +281,13 @@ class OpReport:
     skipped: str | None = None  # why nothing ran (no dtype supported, samples failed to build)
 
 
-def run_op(op, note: Callable[[str], None] = lambda where: None) -> OpReport:
-    """Runs the samples of ``op``; ``note`` hears where it is (for crash reports)."""
+def run_op(
+    op, note: Callable[[str], None] = lambda where: None, samples_per_dtype: dict | None = None
+) -> OpReport:
+    """Runs the samples of ``op`` (``samples_per_dtype``: how many of each
+    dtype, SAMPLES_PER_DTYPE unless given); ``note`` hears where it is (for
+    crash reports)."""
+    samples_per_dtype = samples_per_dtype or SAMPLES_PER_DTYPE
     report = OpReport(op_key(op))
     supported = op.supported_dtypes(TARGET)
     dtypes = [dtype for dtype in DTYPES if dtype in supported]
@@ -298,7 +303,7 @@ def run_op(op, note: Callable[[str], None] = lambda where: None) -> OpReport:
     for dtype in dtypes:
         try:
             torch.manual_seed(SEED)
-            samples = list(itertools.islice(op.sample_inputs(TARGET, dtype), SAMPLES_PER_DTYPE[dtype]))
+            samples = list(itertools.islice(op.sample_inputs(TARGET, dtype), samples_per_dtype[dtype]))
         except Exception as error:  # noqa: BLE001
             report.failures.append(f"{dtype}: building samples on {TARGET} raised {describe(error)}")
             continue
@@ -596,6 +601,63 @@ def test_opinfo_ops_match_target(tmp_path):
     if summary["ops_tried"] < MIN_OPS_TRIED:
         problems.append(f"only {summary['ops_tried']} ops tried, expected at least {MIN_OPS_TRIED}")
     assert not problems, "\n".join(problems)
+
+
+# A sample of op_db, one op of each family of kernels (elementwise, reductions,
+# scans, sorting, matrix products, convolution, normalisation, indexing and
+# scatter, data-dependent shapes, FFT, pooling, interpolation, losses), each
+# with the first samples of every dtype of DTYPES it supports, run in this
+# process with the sweep's comparison: the GPU run's smoke step takes these
+# instead of the whole sweep.
+SAMPLED_OPS = (
+    "add",
+    "div.no_rounding_mode",
+    "pow",
+    "sigmoid",
+    "where",
+    "clamp",
+    "bitwise_and",
+    "sum",
+    "amax",
+    "argmax",
+    "var",
+    "softmax",
+    "cumsum",
+    "sort",
+    "topk",
+    "matmul",
+    "addmm",
+    "nn.functional.conv2d",
+    "nn.functional.layer_norm",
+    "nn.functional.batch_norm",
+    "gather",
+    "scatter_add",
+    "index_put",
+    "cat",
+    "nonzero",
+    "unique",
+    "fft.fft",
+    "nn.functional.max_pool2d",
+    "nn.functional.interpolate.bilinear",
+    "nn.functional.cross_entropy",
+)
+SAMPLES_OF_SAMPLED_OPS = 3
+
+
+@pytest.mark.parametrize("key", SAMPLED_OPS)
+def test_sampled_op_matches_target(key):
+    ops = [op for op in op_db if op_key(op) == key]
+    assert len(ops) == 1, f"{key} names {len(ops)} entries of op_db"
+    samples = {dtype: min(n, SAMPLES_OF_SAMPLED_OPS) for dtype, n in SAMPLES_PER_DTYPE.items()}
+    with deterministic_target(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        report = run_op(ops[0], samples_per_dtype=samples)
+    assert report.skipped is None, report.skipped
+    assert report.samples_tried > 0
+    if key in KNOWN_FAILURES:  # as the sweep: a known failure must still fail
+        assert report.failures, f"{key} is in KNOWN_FAILURES and passes now"
+    else:
+        assert not report.failures, "\n".join(report.failures)
 
 
 def test_comparison_catches_differences():

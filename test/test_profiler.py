@@ -198,13 +198,19 @@ def test_chrome_trace_has_ranges_and_accel_kernels(tmp_path):
     ops = {e["args"]["External id"]: e["name"] for e in trace if e.get("cat") == "cpu_op"}
     kernels = [e for e in trace if e.get("cat") in DEVICE_CATEGORIES]
     assert kernels
-    # Every device row is named after its accel device.
+    # Every process is named once (on the CUDA runtime, CUPTI's kernels of
+    # cuda:N are on process N, which Kineto names and accel must not name
+    # again), and every device row after its device: accel:N, or GPU N (the
+    # same device) where Kineto records the kernels itself.
     names = {}
     for e in trace:
         if e.get("ph") == "M" and e.get("name") in ("process_name", "process_labels"):
-            names.setdefault(e["pid"], []).extend(e["args"].values())
+            names.setdefault((e["pid"], e["name"]), []).extend(e["args"].values())
+    assert all(len(values) == 1 for values in names.values()), names
     for kernel in kernels:
-        assert f"accel:{kernel['pid']}" in names.get(kernel["pid"], []), kernel
+        pid = kernel["pid"]
+        labels = names.get((pid, "process_name"), []) + names.get((pid, "process_labels"), [])
+        assert {f"accel:{pid}", f"GPU {pid}"} & set(labels), (kernel, labels)
     # Kernels point back at operators, and the matmul has one.
     linked = {ops.get(k["args"].get("External id")) for k in kernels}
     assert "aten::mm" in linked

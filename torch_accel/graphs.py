@@ -13,6 +13,7 @@ functions) is written on top of them, below, as in torch/cuda/graphs.py.
 from __future__ import annotations
 
 import gc
+import sys
 from typing import Any, Callable, NewType, Optional, Union
 
 import torch
@@ -67,10 +68,24 @@ class Graph(_C._AccelGraph):
         _lazy_init()
         return super().__new__(cls, keep_graph)
 
+    def register_generator_state(self, generator: torch.Generator) -> None:
+        r"""Register an accel generator with the graph (torch.cuda.CUDAGraph's method).
+
+        Random work captured with ``generator`` then draws fresh numbers from
+        it at each replay, advancing it as eager work would. The default
+        generator of the capturing device is registered by
+        :meth:`capture_begin`; register any other before the capture begins.
+
+        Arguments:
+            generator (torch.Generator): an accel generator, ``torch.Generator("accel")``.
+        """
+        super().register_generator_state(generator)
+
     def capture_begin(self, pool: Optional[_POOL_HANDLE] = None, capture_error_mode: str = "global") -> None:
         r"""Begin capturing accel work on the current stream.
 
-        Typically you use :class:`graph` instead, which calls it.
+        Typically you use :class:`graph` instead, which calls it. If it
+        raises, nothing is left capturing (see :meth:`capture_end`).
 
         Arguments:
             pool (optional): token from :func:`graph_pool_handle` or
@@ -83,7 +98,15 @@ class Graph(_C._AccelGraph):
         super().capture_begin(pool=pool, capture_error_mode=capture_error_mode)
 
     def capture_end(self) -> None:
-        r"""End the capture on the current stream; :meth:`replay` may then be called."""
+        r"""End the capture on the current stream; :meth:`replay` may then be called.
+
+        If the capture failed (an operation it forbids invalidated it), this
+        raises, and the capture is over all the same: the memory allocator is
+        out of capture mode with the graph's pool given back, generators are
+        out of capture mode, and the graph may capture again. Called on
+        another stream than the capturing one, it raises and the capture goes
+        on, as on cuda.
+        """
         super().capture_end()
 
     def instantiate(self) -> None:
@@ -125,6 +148,9 @@ class graph:
     garbage and empties the cache if torch.compiler.config.force_cudagraph_gc
     asks for it, makes ``stream`` (or a side stream of its own) current and
     begins the capture; on exit it ends the capture and restores the stream.
+    Unlike torch.cuda.graph, the stream is restored also when beginning or
+    ending the capture raises (a capture that an operation in the body
+    invalidated), so a failed capture leaves nothing behind.
 
     Arguments:
         accel_graph (Graph): graph object used for capture.
@@ -165,12 +191,17 @@ class graph:
         empty_cache()
 
         self.stream_ctx.__enter__()
-
-        self.accel_graph.capture_begin(*self.pool, capture_error_mode=self.capture_error_mode)
+        try:
+            self.accel_graph.capture_begin(*self.pool, capture_error_mode=self.capture_error_mode)
+        except BaseException:
+            self.stream_ctx.__exit__(*sys.exc_info())
+            raise
 
     def __exit__(self, *args: Any) -> None:
-        self.accel_graph.capture_end()
-        self.stream_ctx.__exit__(*args)
+        try:
+            self.accel_graph.capture_end()
+        finally:
+            self.stream_ctx.__exit__(*args)
         # Returning None propagates exceptions from capture_end or stream_ctx.__exit__.
 
 

@@ -47,11 +47,20 @@ def model_steps(model_name: str, compiled: bool, large: bool, repeats: int) -> t
     )
 
 
+# The models measured, in order; run.py --models keeps some of them.
+MODELS = ["transformer", "cnn"]
+
+
+def select(names: list[str]) -> None:
+    """Measure only the models named (run.py --models)."""
+    MODELS[:] = [name for name in MODELS if name in names]
+
+
 def bench_models(quick: bool, compiled_modes: tuple[bool, ...], optimizer_alone: bool) -> list[dict]:
     large = TARGET == "cuda" and not quick
     repeats = 10 if quick or large else 40
     rows = []
-    for model_name in ("transformer", "cnn"):
+    for model_name in MODELS:
         for compiled in compiled_modes:
             try:
                 accel, target = model_steps(model_name, compiled, large, repeats)

@@ -8,16 +8,18 @@
 // is registered. So:
 //
 //   - where Kineto sees accel's kernels itself (the CUDA runtime: they are CUDA
-//     kernels), this profiler only names accel's devices in the trace;
-//   - elsewhere (the host runtime) it also supplies the kernels: the target
+//     kernels), this profiler adds nothing: CUPTI's kernels of cuda:N are on
+//     the trace's process N, which Kineto names (GPU N) and accel:N is. Naming
+//     that process accel:N as well would give one pid two names;
+//   - elsewhere (the host runtime) it supplies the kernels: the target
 //     kernels torch_accel ran, recorded by RecordDeviceActivity, each linked to
-//     the operator that ran it, with the accel device as process and the accel
-//     stream as thread.
+//     the operator that ran it, with the accel device as process (named
+//     accel:N) and the accel stream as thread.
 //
 // PyTorch then attributes each kernel's time to its operator ("Self ACCEL" /
-// "ACCEL total" in key_averages()), and export_chrome_trace writes the kernels
-// on rows named accel:N. Registered with Kineto when torch_accel._C loads;
-// built only when PyTorch ships Kineto's headers (it does when it has Kineto).
+// "ACCEL total" in key_averages()). Registered with Kineto when
+// torch_accel._C loads; built only when PyTorch ships Kineto's headers (it
+// does when it has Kineto).
 
 #if __has_include(<kineto/libkineto.h>)
 
@@ -30,7 +32,6 @@
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
-#include <c10/util/irange.h>
 
 // Kineto's headers expect its build to name its namespace.
 #ifndef KINETO_NAMESPACE
@@ -74,8 +75,6 @@ constexpr int32_t kFirstKernelId = 1 << 30;
 
 class AccelProfilerSession final : public libkineto::IActivityProfilerSession {
 public:
-  explicit AccelProfilerSession(bool records_kernels) : records_kernels_(records_kernels) {}
-
   ~AccelProfilerSession() override {
     if (recording_generation_ != 0) {
       DeviceActivityRecorder::instance().stop(recording_generation_);
@@ -83,9 +82,7 @@ public:
   }
 
   void start() override {
-    if (records_kernels_) {
-      recording_generation_ = DeviceActivityRecorder::instance().start();
-    }
+    recording_generation_ = DeviceActivityRecorder::instance().start();
     status_ = libkineto::TraceStatus::RECORDING;
   }
 
@@ -101,15 +98,11 @@ public:
   }
 
   void pushCorrelationId(uint64_t id) override {
-    if (records_kernels_) {
-      DeviceActivityRecorder::instance().pushCorrelationId(id);
-    }
+    DeviceActivityRecorder::instance().pushCorrelationId(id);
   }
 
   void popCorrelationId() override {
-    if (records_kernels_) {
-      DeviceActivityRecorder::instance().popCorrelationId();
-    }
+    DeviceActivityRecorder::instance().popCorrelationId();
   }
 
   void processTrace(libkineto::ActivityLogger& logger) override {
@@ -123,11 +116,6 @@ public:
       int64_t /*end_time*/) override {
     // Device (process) -> streams (threads) that ran kernels.
     std::map<c10::DeviceIndex, std::set<int32_t>> rows;
-    if (!records_kernels_) {
-      for (const auto index : c10::irange(accelDeviceCount())) {
-        rows[index];
-      }
-    }
     int32_t next_id = kFirstKernelId;
     for (const auto& record : DeviceActivityRecorder::instance().take()) {
       double milliseconds = 0;
@@ -178,7 +166,6 @@ public:
   }
 
 private:
-  const bool records_kernels_;
   uint64_t recording_generation_ = 0;
   std::vector<std::string> errors_;
 };
@@ -199,11 +186,13 @@ public:
   configure(const std::set<ActivityType>& activity_types, const libkineto::Config& /*config*/) override {
     // A trace that asks for no device kernels (CPU-only, or accel profiled
     // through ProfilerStubs instead) gets no session, and neither does a
-    // process without accel devices.
-    if (activity_types.count(ActivityType::CONCURRENT_KERNEL) == 0 || accelDeviceCount() == 0) {
+    // process without accel devices, nor one whose kernels Kineto records
+    // itself (see the top of this file).
+    if (activity_types.count(ActivityType::CONCURRENT_KERNEL) == 0 || accelDeviceCount() == 0 ||
+        kinetoRecordsKernelsOf(runtime().targetType())) {
       return nullptr;
     }
-    return std::make_unique<AccelProfilerSession>(!kinetoRecordsKernelsOf(runtime().targetType()));
+    return std::make_unique<AccelProfilerSession>();
   }
 
   std::unique_ptr<libkineto::IActivityProfilerSession> configure(

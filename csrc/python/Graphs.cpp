@@ -24,6 +24,18 @@ void initGraphBindings(py::module& m) {
           py::init([](bool keep_graph) { return runtime().newGraph(keep_graph); }),
           py::arg("keep_graph") = false)
       .def(
+          "register_generator_state",
+          [](Graph& self, const at::Generator& generator) {
+            TORCH_CHECK_VALUE(
+                generator.device().type() == c10::DeviceType::PrivateUse1,
+                "accel Graph.register_generator_state() takes an accel generator (torch.Generator(\"accel\")); got "
+                "one for ",
+                generator.device());
+            py::gil_scoped_release no_gil;
+            self.registerGenerator(generator);
+          },
+          py::arg("generator"))
+      .def(
           "capture_begin",
           [](Graph& self, std::optional<c10::MempoolId_t> pool, const std::string& capture_error_mode) {
             const CaptureMode mode = captureModeFromName(capture_error_mode);
@@ -86,6 +98,8 @@ void initGraphBindings(py::module& m) {
   initCapturedCallBindings(m);
 
   m.def("_graph_pool_handle", [] { return runtime().graphPoolHandle(); });
+  // Called around torch.compile's captures: Runtime::clearLibraryWorkspaces.
+  m.def("_clear_library_workspaces", [] { runtime().clearLibraryWorkspaces(); });
   m.def("_is_current_stream_capturing", [] {
     if (!runtimeInitialized() || runtime().deviceCount() == 0) {
       return false; // nothing can capture before accel starts (and asking must not start it)

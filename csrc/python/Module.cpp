@@ -312,6 +312,25 @@ PyMethodDef rawMethods[] = {
     {nullptr, nullptr, 0, nullptr},
 };
 
+// torch's own lazy initialisation of the target device type, where torch has
+// one (torch.cuda._lazy_init on the CUDA runtime; the CPU has none). Accel
+// work starts the target's runtime, and torch.<target> must know it did, as
+// if it had started it itself: on CUDA, torch.cuda.is_initialized() is then
+// True, its queued calls have run, and a forked child that uses torch.cuda
+// gets torch's "Cannot re-initialize CUDA in forked subprocess" instead of
+// raw CUDA errors. The module is imported already (by `import torch`), so
+// this costs nothing until accel initialises.
+void initializeTargetModule() {
+  const c10::DeviceType target = runtime().targetType();
+  if (!torch::utils::is_device_lazy_init_supported(target)) {
+    return;
+  }
+  const py::module_ module = py::module_::import(("torch." + c10::DeviceTypeName(target, /*lower_case=*/true)).c_str());
+  if (py::hasattr(module, "_lazy_init")) {
+    module.attr("_lazy_init")();
+  }
+}
+
 } // namespace
 } // namespace torch_accel
 
@@ -330,6 +349,7 @@ PYBIND11_MODULE(_C, m) {
       detail::throwInBadFork();
     }
     checkDeviceAvailable();
+    initializeTargetModule();
     at::globalContext().lazyInitDevice(kAccel);
     preferTargetKernels();
     provideFusedRnnCellsTheTargetLacks();
@@ -338,6 +358,11 @@ PYBIND11_MODULE(_C, m) {
     torch::utils::register_fork_handler_for_device_init(kAccel);
   });
   m.def("_is_in_bad_fork", in_bad_fork);
+  // What ATen's from_blob asks for an accel pointer given without a device
+  // index (at::Context::getDeviceFromPtr): the accel device of the memory.
+  m.def("_device_from_pointer", [](uintptr_t ptr) {
+    return at::globalContext().getDeviceFromPtr(reinterpret_cast<void*>(ptr), kAccel).index();
+  });
 
   // Devices.
   m.def("_device_count", [] { return guard().deviceCount(); });

@@ -16,6 +16,7 @@
 //                                   captured (GraphRecording.h) and append a
 //                                   step that replay() runs.
 
+#include <ATen/core/Generator.h>
 #include <c10/core/Allocator.h>
 
 #include <string>
@@ -41,10 +42,23 @@ class Graph {
 public:
   virtual ~Graph() = default;
 
+  // Registers `generator`, an accel generator, with the graph (as
+  // torch.cuda.CUDAGraph.register_generator_state): random work captured
+  // with it draws fresh numbers from it at each replay, as eager work would.
+  // The default generator of the capturing device is registered by
+  // captureBegin(); others must be registered before it.
+  virtual void registerGenerator(const at::Generator& generator) = 0;
   // Begins capturing the work of the current stream of the current accel
   // device, which must not be its default stream. Memory allocated on that
   // stream until captureEnd() comes from `pool` ({0, 0}: a new private pool
   // of this graph) and stays with the graph until reset().
+  //
+  // Neither captureBegin() nor captureEnd() leaves anything behind when it
+  // fails: the capture is over (the stream no longer captures), the memory
+  // allocator is out of capture mode with the graph's pool released, and the
+  // generators are out of capture mode; the graph may capture again. The one
+  // exception is CUDA's: captureEnd() on another stream than the capturing
+  // one fails and the capture goes on.
   virtual void captureBegin(c10::MempoolId_t pool, CaptureMode mode) = 0;
   // Ends the capture, on the stream it began on.
   virtual void captureEnd() = 0;

@@ -181,6 +181,16 @@ public:
   // A new memory pool id that captures can share (graph_pool_handle()).
   virtual c10::MempoolId_t graphPoolHandle() const = 0;
 
+  // Drops the workspaces that the target's libraries keep per stream (CUDA:
+  // cuBLAS and cuBLASLt's, at::cuda::clearCublasWorkspaces; host: none).
+  // torch.compile's captures (mode="reduce-overhead") call it before and
+  // after each capture, as Inductor's cudagraph trees do around theirs: a
+  // capture runs on a stream of its own, so a library allocates a workspace
+  // for it during the capture, in the graph's private pool, and its global
+  // map of workspaces would keep that memory (and the pool) alive and hand
+  // it to work outside the graph.
+  virtual void clearLibraryWorkspaces() const = 0;
+
   // --- For the alias fallback (csrc/aten/AliasFallback.cpp) ---------------
 
   // While enabled on this thread, memory that target kernels allocate is

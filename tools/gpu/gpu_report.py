@@ -5,10 +5,11 @@ sections of the steps asked for), each in its own process group with its own
 time limit, within a whole-run deadline, and writes a Markdown report at the
 start and again whenever a section starts or ends:
 
-  python tools/gpu/gpu_report.py [--steps all|core,compile,...] [--sections NAME,...]
+  python tools/gpu/gpu_report.py [--steps all|smoke,core,compile,...] [--sections NAME,...]
                                  [--deadline SECONDS] [--started EPOCH] [--output REPORT]
                                  [--pytest-args "..."] [--bench-args "..."] [--results-dir DIR]
-                                 [--table FILE] [--list]
+                                 [--commit HASH] [--history FILE] [--table FILE]
+                                 [--list] [--next SECONDS [--warm]]
 
 Made for the device tool, whose commands are killed after 10 minutes and which
 returns at most 8 files, from $OUT only. Where $OUT is set, the log of all
@@ -21,6 +22,15 @@ fails. Every section runs whatever happened to the ones before it, until the
 deadline (minus REPORT_RESERVE_S) leaves too little time to start one; those
 left are reported as not run, with the reason. The exit status is 0 only when
 every section asked for ran and passed.
+
+The report says where the time went: before the runner (make's environment),
+the machine's description, each section (a pytest section's start-up and
+collection apart from its tests, and its slowest tests), and the build's
+compile units (from ninja's log: CPU time, parallelism, the slowest units).
+On a GPU, each section that ran is also entered in the history of sections
+(test/reports/gpu-sections.md: the date, commit, GPU, outcome and time of each
+section's last GPU run, oldest first), copied to $OUT as well; --next reads it
+and prints the sections a window should run next.
 """
 
 from __future__ import annotations
@@ -48,6 +58,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 RESULTS_DIR = os.path.join(ROOT, "benchmarks", "results")
 # The reports are the test suite's results on a GPU: they stay beside the tests.
 REPORTS_DIR = os.path.join(ROOT, "test", "reports")
+HISTORY_FILE = os.path.join(REPORTS_DIR, "gpu-sections.md")
 GPU_REQUIREMENTS = os.path.join(ROOT, "requirements-gpu.txt")
 
 KILL_GRACE_S = 5  # between SIGTERM and SIGKILL to a section's process group
@@ -103,6 +114,8 @@ class Result:
     running: list[str] = field(default_factory=list)  # tests started and not finished
     log_tail: str = ""
     artifacts: list[str] = field(default_factory=list)
+    test_seconds: dict[str, float] = field(default_factory=dict)  # each test's time, start to result
+    details: list[str] = field(default_factory=list)  # where its time went (the build's compile units)
 
 
 class Run:
@@ -121,7 +134,11 @@ class Run:
         open(self.log_path, "w").close()
         self.work_dir = os.path.join(ROOT, "build", "gpu-test", self.run_id)
         os.makedirs(self.work_dir, exist_ok=True)
+        self.runner_started = time.time()
         self.machine: list[str] = []
+        self.machine_seconds = 0.0  # describing the machine and accel
+        self.gpus: list[str] = []  # what torch saw; the history of sections is kept only where there are some
+        self.commit = args.commit or None
         self.problems: list[str] = []  # shown at the top: a missing dependency, a stale table
         self.results: list[Result] = []
         self.other_steps: list[str] = []
@@ -227,7 +244,10 @@ class Run:
         self.write_report()
         print(f"[{self.elapsed()}] {section.name}: started (limit {limit:.0f} s)", flush=True)
         offset = os.path.getsize(self.log_path)
+        ninja_logs = ninja_log_sizes() if section is getattr(self.table, "BUILD", None) else None
         rc, timed_out = self.run_process(argv, self.env(section), limit, result)
+        if ninja_logs is not None:
+            result.details = describe_compile_units(ninja_log_entries(ninja_logs))
         result.seconds = time.time() - result.started
         result.log_tail = self.log_tail(offset)
         if section.tests:
@@ -279,7 +299,7 @@ class Run:
 
     def read_events(self, result: Result) -> None:
         path = os.path.join(self.work_dir, result.section.name + ".events")
-        started: dict[str, None] = {}
+        started: dict[str, float] = {}
         counts: dict[str, int] = {}
         if not os.path.exists(path):
             return
@@ -295,9 +315,11 @@ class Run:
                 elif kind == "collect_error":
                     result.collect_errors.append((event["nodeid"], event.get("longrepr") or ""))
                 elif kind == "start":
-                    started[event["nodeid"]] = None
+                    started[event["nodeid"]] = event.get("time", 0.0)
                 elif kind == "result":
-                    started.pop(event["nodeid"], None)
+                    began = started.pop(event["nodeid"], None)
+                    if began is not None and "time" in event:
+                        result.test_seconds[event["nodeid"]] = event["time"] - began
                     outcome = event["outcome"]
                     counts[outcome] = counts.get(outcome, 0) + 1
                     if outcome in ("failed", "error", "xpassed"):
@@ -382,6 +404,7 @@ class Run:
         ]
         info = run_json([sys.executable, "-c", code], env, self.probe_timeout())
         if isinstance(info, dict):
+            self.gpus = info["gpus"]
             rows.append(f"- torch {info['torch']} (CUDA {info['cuda']}); GPUs seen by torch: {'; '.join(info['gpus']) or 'none'}")
         else:
             rows.append(f"- torch: {info}")
@@ -393,11 +416,15 @@ class Run:
         if nvcc:
             rows.append(f"- nvcc: {run_text([nvcc, '--version']).splitlines()[-1]}")
         commit = run_text(["git", "-C", ROOT, "log", "-1", "--format=%h %s"])
-        if commit.startswith("(failed"):
-            rows.append("- commit: unknown (this copy of the tree has no git metadata)")
+        if self.commit:
+            rows.append(f"- commit: {self.commit} (as given: GPU_TEST_COMMIT)")
+        elif commit.startswith("(failed"):
+            rows.append("- commit: unknown (this copy of the tree has no git metadata; pass GPU_TEST_COMMIT)")
         else:
             dirty = run_text(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"])
-            rows.append(f"- commit: {commit[:100]}" + (" (with uncommitted changes)" if dirty and not dirty.startswith("(") else ""))
+            dirty = bool(dirty) and not dirty.startswith("(")
+            self.commit = commit.split()[0] + (" (with uncommitted changes)" if dirty else "")
+            rows.append(f"- commit: {commit[:100]}" + (" (with uncommitted changes)" if dirty else ""))
         self.machine = rows
 
     def describe_accel(self) -> None:
@@ -422,18 +449,23 @@ class Run:
             sections.append(
                 table.Section(
                     name="unassigned",
-                    step=table.STEPS[0],
+                    step=getattr(table, "UNASSIGNED_STEP", table.STEPS[0]),
                     what="test files that no section names (add them to tools/gpu/gpu_sections.py)",
                     limit_s=300,
                     estimate_s=60,
                     tests=tuple(unassigned),
                 )
             )
+        subset_steps = set(getattr(table, "SUBSET_STEPS", ()))
         if self.args.sections:
             chosen = [s for s in sections if s.name in self.args.sections]
         else:
-            chosen = [s for s in sections if "all" in self.args.steps or s.step in self.args.steps]
-        self.other_steps = sorted({s.step for s in sections} - {s.step for s in chosen}, key=lambda s: (s not in table.STEPS, s))
+            chosen = [
+                s for s in sections if s.step in self.args.steps or ("all" in self.args.steps and s.step not in subset_steps)
+            ]
+        self.other_steps = sorted(
+            {s.step for s in sections} - {s.step for s in chosen}, key=lambda s: table.STEPS.index(s) if s in table.STEPS else len(table.STEPS)
+        )
         deps = table.Section(name="dependencies", step="*", what="every module the suite imports (REQUIRED_MODULES)", limit_s=120, estimate_s=10)
         first = [deps] + ([table.BUILD] if getattr(table, "BUILD", None) else [])
         self.results = [Result(s) for s in first + chosen]
@@ -441,7 +473,9 @@ class Run:
     def execute(self) -> int:
         self.plan()
         if getattr(self.table, "DESCRIBE_MACHINE", True):
+            began = time.time()
             self.describe_machine()
+            self.machine_seconds += time.time() - began
         self.write_report()
         for result in self.results:
             try:
@@ -451,17 +485,44 @@ class Run:
                     self.run_section(result)
                     built = result.section is getattr(self.table, "BUILD", None) and result.state == PASSED
                     if built and getattr(self.table, "DESCRIBE_MACHINE", True):
+                        began = time.time()
                         self.describe_accel()
+                        self.machine_seconds += time.time() - began
             except Exception:  # a bug here must not cost the other sections
                 result.state, result.note = FAILED, "the runner failed: " + traceback.format_exc().strip().splitlines()[-1]
                 result.log_tail = traceback.format_exc()
                 print(result.log_tail, flush=True)
             self.write_report()
+            self.record_history(result)
         self.finished = True
         self.write_report()
         print(self.summary_text(), flush=True)
         print(f"report: {self.report_path}" + (f" (and {self.out_dir})" if self.out_dir else ""), flush=True)
         return 0 if all(r.state == PASSED for r in self.results) else 1
+
+    def records_history(self) -> bool:
+        """Only GPU runs go into the history of sections (a table may say otherwise, for tests)."""
+        return bool(self.args.history) and (bool(self.gpus) or getattr(self.table, "RECORD_WITHOUT_GPU", False))
+
+    def record_history(self, result: Result) -> None:
+        """Enters a section that ran in the history of sections, and copies it to $OUT."""
+        in_table = result.section is getattr(self.table, "BUILD", None) or result.section in self.table.SECTIONS
+        if result.state in (PENDING, RUNNING, NOT_RUN) or not in_table or not self.records_history():
+            return
+        history = SectionHistory.read(self.args.history)
+        outcome = result.state + (f" ({result.exit})" if result.exit and result.state in (FAILED, CRASHED) else "")
+        history.enter(
+            result.section,
+            when=datetime.datetime.fromtimestamp(self.started, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"),
+            commit=self.commit or "unknown",
+            gpu=self.gpus[0].split(",")[0] if self.gpus else "none",
+            outcome=outcome,
+            tests=count_text(result) if (result.counts or result.collected is not None) else "",
+            seconds=result.seconds,
+        )
+        history.write(self.args.history, self.table)
+        if self.out_dir:
+            shutil.copy(self.args.history, os.path.join(self.out_dir, os.path.basename(self.args.history)))
 
     def elapsed(self) -> str:
         return f"{time.time() - self.started:5.0f} s"
@@ -526,6 +587,7 @@ class Run:
         lines.append("")
         if self.other_steps:
             lines += [f"Steps not run by this command: {', '.join(self.other_steps)} (`make gpu-test GPU_TEST_STEPS=<step>`).", ""]
+        lines += self.render_time()
         for r in self.results:
             if r.state in (PENDING, NOT_RUN) and not r.note:
                 continue
@@ -535,6 +597,34 @@ class Run:
             lines += [f"**$OUT holds {len(files)} files; the device tool returns {OUT_FILE_LIMIT}:** {', '.join(files)}", ""]
         lines.append(f"Log of every section: `{os.path.basename(self.log_path)}`" + (" (in $OUT)" if self.out_dir else f" ({os.path.relpath(self.log_path, ROOT)})"))
         return "\n".join(lines) + "\n"
+
+    def render_time(self) -> list[str]:
+        """Where the run's time went, part by part."""
+        before = max(0.0, self.runner_started - self.started)
+        parts: list[tuple[str, float, str]] = []
+        if before >= 0.5:
+            parts.append(("before the runner (make: .venv, wheels)", before, ""))
+        if self.machine_seconds:
+            parts.append(("describing the machine and accel", self.machine_seconds, ""))
+        for r in self.results:
+            if r.seconds is None:
+                continue
+            note = "; ".join(r.details)
+            if r.test_seconds and not r.section.workers:
+                tests = sum(r.test_seconds.values())
+                slowest = sorted(r.test_seconds.items(), key=lambda item: -item[1])[:3]
+                note = f"start-up and collection {max(0.0, r.seconds - tests):.0f} s; slowest: " + ", ".join(
+                    f"`{nodeid.split('::', 1)[-1]}` {seconds:.1f} s" for nodeid, seconds in slowest
+                )
+            parts.append((r.section.name, r.seconds, note))
+        if not parts:
+            return []
+        total = max(time.time() - self.started, sum(seconds for _, seconds, _ in parts))
+        lines = ["## Where the time went", "", "| part | time | share | notes |", "|---|---|---|---|"]
+        for name, seconds, note in parts:
+            lines.append(f"| {name} | {seconds:.1f} s | {100 * seconds / total:.0f}% | {note} |")
+        lines += [f"| total (from the start of `make gpu-test`) | {total:.1f} s | | |", ""]
+        return lines
 
     def render_section(self, r: Result) -> list[str]:
         s = r.section
@@ -665,6 +755,132 @@ def unassigned_test_files(table) -> list[str]:
     return [f for f in files if f not in named and f not in exempt and not fnmatch.fnmatch(f, "*/_*")]
 
 
+# -- the build's compile units (ninja's log) ------------------------------------------------
+
+
+def ninja_log_sizes() -> dict[str, int]:
+    """The size of each ninja log of the build folder, before the build runs."""
+    return {path: os.path.getsize(path) for path in glob.glob(os.path.join(ROOT, "build", "temp.*", ".ninja_log"))}
+
+
+def ninja_log_entries(before: dict[str, int]) -> list[tuple[str, float, float]]:
+    """(unit, start, end) in seconds of the units compiled since ``before``
+    (ninja_log_sizes); a log that shrank was rewritten by ninja: all of it."""
+    entries = []
+    for path in glob.glob(os.path.join(ROOT, "build", "temp.*", ".ninja_log")):
+        with open(path, errors="replace") as f:
+            if os.path.getsize(path) >= before.get(path, 0):
+                f.seek(before.get(path, 0))
+            for line in f:
+                fields = line.rstrip("\n").split("\t")
+                if len(fields) >= 4 and fields[0].isdigit() and fields[1].isdigit():
+                    entries.append((os.path.basename(fields[3]), int(fields[0]) / 1000, int(fields[1]) / 1000))
+    return entries
+
+
+def describe_compile_units(entries: list[tuple[str, float, float]]) -> list[str]:
+    """One line on the build's compile units: how many, their CPU time, the
+    parallelism it ran with, and the slowest."""
+    if not entries:
+        return ["no unit compiled (up to date)"]
+    cpu = sum(end - start for _, start, end in entries)
+    wall = max(end for _, _, end in entries) - min(start for _, start, _ in entries)
+    slowest = sorted(entries, key=lambda e: -(e[2] - e[1]))[:3]
+    return [
+        f"{len(entries)} units, {cpu:.0f} s of compiling in {wall:.0f} s ({cpu / wall if wall else 1:.1f} at a time, "
+        f"{os.cpu_count()} CPUs); slowest: " + ", ".join(f"{unit} {end - start:.0f} s" for unit, start, end in slowest)
+    ]
+
+
+# -- the history of sections (test/reports/gpu-sections.md) -----------------------------------
+
+HISTORY_COLUMNS = ("section", "step", "last GPU run (UTC)", "commit", "GPU", "outcome", "tests", "time")
+NEVER = "never"
+
+
+class SectionHistory:
+    """The last GPU run of every section, as a Markdown table (one row a section)."""
+
+    def __init__(self, rows: dict[str, dict[str, str]]):
+        self.rows = rows
+
+    @classmethod
+    def read(cls, path: str) -> "SectionHistory":
+        rows: dict[str, dict[str, str]] = {}
+        if os.path.exists(path):
+            for line in open(path):
+                cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+                if not line.startswith("| ") or len(cells) != len(HISTORY_COLUMNS) or cells[0] in ("section", "---"):
+                    continue
+                rows[cells[0]] = dict(zip(HISTORY_COLUMNS, cells))
+        return cls(rows)
+
+    def enter(self, section, *, when: str, commit: str, gpu: str, outcome: str, tests: str, seconds: float | None) -> None:
+        clean = lambda text: str(text).replace("|", "/").replace("\n", " ")  # noqa: E731 - one cell of the table
+        self.rows[section.name] = dict(
+            zip(
+                HISTORY_COLUMNS,
+                map(clean, (section.name, section.step, when, commit, gpu, outcome, tests, "" if seconds is None else f"{seconds:.0f} s")),
+            )
+        )
+
+    def last_run(self, name: str) -> str:
+        return self.rows.get(name, {}).get("last GPU run (UTC)", NEVER) or NEVER
+
+    def ordered(self, table) -> list[dict[str, str]]:
+        """Every section of the table (and rows of sections no longer in it, last), oldest run first."""
+        order = [s.name for s in [table.BUILD, *table.SECTIONS] if s is not None]
+        rows = []
+        for index, section in enumerate(s for s in [table.BUILD, *table.SECTIONS] if s is not None):
+            row = dict(self.rows.get(section.name) or dict.fromkeys(HISTORY_COLUMNS, ""))
+            row.update(section=section.name, step=section.step)
+            row["last GPU run (UTC)"] = self.last_run(section.name)
+            rows.append((0, row["last GPU run (UTC)"] if row["last GPU run (UTC)"] != NEVER else "", index, row))
+        for name, row in self.rows.items():
+            if name not in order:
+                rows.append((1, row.get("last GPU run (UTC)", ""), 0, {**row, "step": f"{row.get('step', '')} (no longer in the table)"}))
+        return [row for *_, row in sorted(rows, key=lambda r: r[:3])]
+
+    def write(self, path: str, table) -> None:
+        lines = [
+            "# The GPU sections' last runs",
+            "",
+            "Every section of `tools/gpu/gpu_sections.py` with its last run on a GPU, oldest first (never-run",
+            "sections at the top, in the table's order): the next window runs from the top",
+            "(`python tools/gpu/gpu_report.py --next SECONDS` picks what fits; docs/gpu-runs.md has the plan).",
+            "`tools/gpu/gpu_report.py` rewrites it after each section of a GPU run and copies it to `$OUT`:",
+            "commit the returned copy here. The rows of 2026-11-23 come from that H100 run's report",
+            "(test/reports/gpu-test.md), which ran the suite of the time as one pytest command.",
+            "",
+            "| " + " | ".join(HISTORY_COLUMNS) + " |",
+            "|" + "---|" * len(HISTORY_COLUMNS),
+        ]
+        for row in self.ordered(table):
+            lines.append("| " + " | ".join(row.get(column, "") for column in HISTORY_COLUMNS) + " |")
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        with open(path + ".tmp", "w") as f:
+            f.write("\n".join(lines) + "\n")
+        os.replace(path + ".tmp", path)
+
+
+def next_sections(table, history: SectionHistory, budget_s: float, warm: bool) -> tuple[list, float]:
+    """The sections a window with ``budget_s`` seconds for one command should
+    run: never run first, then the longest since their last run, as many as
+    their estimates fit (with a fresh build unless ``warm``). The steps of
+    SUBSET_STEPS (smoke) are not offered: a window runs its smoke step whole."""
+    subset = set(getattr(table, "SUBSET_STEPS", ()))
+    fixed = 10 + (0 if warm or table.BUILD is None else table.BUILD.estimate_s)  # dependencies, build
+    rows = {row["section"]: row for row in history.ordered(table)}
+    candidates = [s for s in table.SECTIONS if s.step not in subset]
+    candidates.sort(key=lambda s: (rows[s.name]["last GPU run (UTC)"] != NEVER, rows[s.name]["last GPU run (UTC)"]))
+    chosen, total = [], fixed
+    for section in candidates:
+        if total + section.estimate_s <= budget_s:
+            chosen.append(section)
+            total += section.estimate_s
+    return chosen, total
+
+
 def list_table(table) -> str:
     rows = ["| section | step | limit | estimate | runs |", "|---|---|---|---|---|"]
     for s in [table.BUILD, *table.SECTIONS]:
@@ -706,11 +922,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results-dir", default=RESULTS_DIR, help="where benchmarks/run.py writes its results")
     parser.add_argument("--reserve-s", type=float, default=REPORT_RESERVE_S, help="seconds kept before the deadline for the report")
     parser.add_argument("--min-start-s", type=float, default=MIN_START_S, help="a section is not started with less time left")
+    parser.add_argument("--commit", default="", help="the commit tested, where the tree has no git metadata (GPU_TEST_COMMIT)")
+    parser.add_argument("--history", default=HISTORY_FILE, help="the history of sections to update (GPU runs only)")
     parser.add_argument("--list", action="store_true", help="print the section table and exit")
+    parser.add_argument("--next", type=float, metavar="SECONDS", help="print the sections to run next in a command of SECONDS and exit")
+    parser.add_argument("--warm", action="store_true", help="with --next: the machine is warm (the build takes seconds)")
     args = parser.parse_args(argv)
     table = load_table(args.table)
     if args.list:
         print(list_table(table))
+        return 0
+    if args.next is not None:
+        history = SectionHistory.read(args.history)
+        chosen, total = next_sections(table, history, args.next, args.warm)
+        if not chosen:
+            print(f"no section fits {args.next:.0f} s")
+            return 1
+        for section in chosen:
+            print(f"{section.name:<18} est. {section.estimate_s:>4} s  last GPU run: {history.last_run(section.name)}")
+        print(f"make gpu-test GPU_TEST_SECTIONS={','.join(s.name for s in chosen)}  # about {total:.0f} s")
         return 0
     args.steps = [s for s in args.steps.split(",") if s]
     args.sections = [s for s in args.sections.split(",") if s]

@@ -12,10 +12,17 @@ process group, killed at ``limit_s`` seconds (or at the whole-run deadline).
 Steps group sections into commands that each fit in one device-tool command
 (10 minutes, build included): `make gpu-test GPU_TEST_STEPS=core`, and so on.
 Every command first checks the dependencies and builds; ``all`` runs every step
-in one command (a GPU CI runner, which has no 10-minute limit).
+in one command (a GPU CI runner, which has no 10-minute limit), except the
+steps of SUBSET_STEPS, whose tests the other steps run too.
+
+The ``smoke`` step is the first command of a GPU window: a few representative
+tests of every path that only a GPU can prove (see its sections), within 6
+minutes on a fresh machine, build included.
 
 ``estimate_s`` is the expected duration on an H100 machine (16 cores), used only
-to document that a step fits; the report shows the measured durations.
+to document that a step fits; the report shows the measured durations, and
+test/reports/gpu-sections.md keeps each section's last GPU run (date, commit,
+outcome, time), from which ``gpu_report.py --next`` picks what to run next.
 
 Test files that no section names (and that are not in GPU_EXEMPT) still run on a
 GPU: the ``unassigned`` section of step core takes them, and the report names them.
@@ -67,7 +74,14 @@ REQUIRED_MODULES: dict[str, str] = {
     "pytest_timeout": "pytest-timeout",
     "xdist": "pytest-xdist",
     "expecttest": "expecttest",
+    # A real model's package (test_models), on the GPU image only; see GPU_IMAGE_ONLY.
+    "torchvision": "torchvision",
 }
+
+# Modules of REQUIRED_MODULES that the GPU image has and the CPU machines need
+# not: the tests that import them skip where they are missing, except on the
+# CUDA runtime, where they fail (test/test_gpu_report.py checks the others here).
+GPU_IMAGE_ONLY: frozenset[str] = frozenset({"torchvision"})
 
 # Sections that run in every step, before the step's own.
 BUILD = Section(
@@ -75,8 +89,196 @@ BUILD = Section(
     step="*",
     what="torch_accel._C with the CUDA runtime, against the preinstalled torch (make gpu-build)",
     limit_s=300,
-    estimate_s=120,
+    # 63 compile units, about 450 s of compiling on the 2-core host VM (its
+    # slowest unit about 50 s), one job per CPU: 16 cores take about a
+    # minute, plus setup.py and the link. The report measures it.
+    estimate_s=90,
     command=("make", "--no-print-directory", "gpu-build"),
+)
+
+# The smoke step: node ids of the suite, a few per path that only a GPU can
+# prove, sections in the order of what matters most (a deadline cuts the last).
+# Their estimates (fresh H100/H200, 16 cores) start from each selection's time
+# through this runner on the 2-core host VM (noted per section) and the one H100
+# run of 2026-11-23 (247 tests in 135 s, start-up included), counting about 5 s
+# per pytest process (interpreter, torch, accel, collection), 3 to 4 s per child
+# process that starts CUDA, and about 2 s per graph that Inductor compiles with
+# Triton; docs/gpu-runs.md has the table. The report measures each.
+SMOKE_SECTIONS: tuple[Section, ...] = (
+    Section(
+        name="smoke-device",
+        step="smoke",
+        what=(
+            "devices, streams, events (timing, interprocess in one process), memory and snapshots, pinned memory, "
+            "RNG, lazy init (torch.cuda's state after accel's), getDeviceFromPtr"
+        ),
+        limit_s=120,
+        # Host: 15.5 s for its 24 tests (one starts an interpreter and forks).
+        estimate_s=15,
+        tests=(
+            "test/test_device.py::test_runtime_and_target",
+            "test/test_device.py::test_device_properties",
+            "test/test_device.py::test_set_and_current_device",
+            "test/test_streams_events.py::test_event_elapsed_time_positive",
+            "test/test_streams_events.py::test_cross_stream_ordering",
+            "test/test_streams_events.py::test_stream_priorities_have_cudas_semantics",
+            "test/test_streams_events.py::test_interprocess_event_handle_opens_in_the_same_process",
+            "test/test_memory.py::test_memory_allocated_follows_tensors",
+            "test/test_memory.py::test_record_stream_keeps_memory_for_the_stream",
+            "test/test_memory.py::test_out_of_memory_names_accel_and_recovers",
+            "test/test_memory.py::test_snapshot_has_the_visualiser_format",
+            "test/test_memory.py::test_non_blocking_copy_from_pinned_memory",
+            "test/test_memory.py::test_device_from_pointer_answers_as_cuda_does",
+            "test/test_random.py::test_default_generator_matches_after_seeding",
+            "test/test_random.py::test_dropout_draws_from_accel_state",
+            "test/test_lazy_init.py::test_target_module_knows_accel_initialised_its_runtime",
+        ),
+    ),
+    Section(
+        name="smoke-ops",
+        step="smoke",
+        what="a sample of op_db (30 ops of every kernel family, 3 samples of each of 5 dtypes) and eager ops against cuda, bitwise",
+        limit_s=150,
+        # Host: 22 s (9 s of it importing op_db); about 900 small kernels on each device.
+        estimate_s=20,
+        tests=(
+            "test/test_opinfo.py::test_sampled_op_matches_target",
+            "test/test_fallback.py::test_out_variant_with_tuple_outs",
+            "test/test_fallback.py::test_foreach_inplace_on_lists",
+            "test/test_tensors.py::test_dtype_conversion_matches_target",
+        ),
+    ),
+    Section(
+        name="smoke-sdpa",
+        step="smoke",
+        what="fused attention: flash (float16, bfloat16), memory-efficient with a mask, eager and compiled, against cuda",
+        limit_s=120,
+        # Host: 20 s; 8 eager tests, and 2 compiled ones (three graphs of extern kernels).
+        estimate_s=20,
+        tests=(
+            "test/test_fallback.py::test_attention_runs_the_targets_fused_kernels",
+            "test/test_fallback.py::test_attention_with_a_mask_runs_the_targets_backend",
+            "test/test_compile.py::test_compiled_attention_runs_the_targets_fused_kernels",
+            "test/test_compile.py::test_compiled_attention_with_a_mask_calls_the_targets_fused_operator",
+        ),
+    ),
+    Section(
+        name="smoke-compile",
+        step="smoke",
+        what="torch.compile with real Triton: pointwise and reduction kernels against cuda's, dynamic shapes",
+        limit_s=150,
+        # Six graphs (each op for accel and for cuda, two sizes), Inductor's compile
+        # workers starting; the training step is smoke-graphs' (default and
+        # reduce-overhead, forward and backward).
+        estimate_s=25,
+        tests=(
+            "test/test_compile.py::test_operator[pointwise]",
+            "test/test_compile.py::test_operator[reduction]",
+            "test/test_compile.py::test_dynamic_shapes",
+        ),
+    ),
+    Section(
+        name="smoke-graphs",
+        step="smoke",
+        what=(
+            'CUDA graphs for accel: torch.accel.Graph (replay, RNG, user generators, failed captures), '
+            'mode="reduce-overhead" (inference, training, another device, cuBLAS workspaces), make_graphed_callables'
+        ),
+        limit_s=180,
+        # Host: 29 s; about 12 compiled graphs (a training step's forward and
+        # backward in both modes among them).
+        estimate_s=35,
+        tests=(
+            "test/test_graphs.py::test_capture_records_without_running_and_replay_matches_eager",
+            "test/test_graphs.py::test_random_numbers_are_fresh_at_each_replay",
+            "test/test_graphs.py::test_replays_draw_from_a_registered_user_generator_as_eager",
+            "test/test_graphs.py::test_failed_capture_leaves_nothing_behind",
+            "test/test_graphs.py::test_concurrent_captures_into_one_pool_are_refused_and_the_first_goes_on",
+            "test/test_graphs.py::test_captured_training_step_matches_eager",
+            "test/test_compile_graphs.py::test_inference_is_captured_without_skips_and_matches_target_bitwise",
+            "test/test_compile_graphs.py::test_training_replays_forward_and_backward_bitwise[mlp]",
+            "test/test_compile_graphs.py::test_model_on_another_device_than_the_current_one_is_captured_on_its_own",
+            "test/test_compile_graphs.py::test_library_workspaces_are_cleared_around_each_capture",
+            "test/test_compile_graphs.py::test_a_capture_that_an_operation_invalidates_leaves_nothing_behind",
+            "test/test_compile_graphs.py::test_make_graphed_callables_module_forward_backward_bitwise",
+        ),
+    ),
+    Section(
+        name="smoke-profiler",
+        step="smoke",
+        what="torch.profiler with CUPTI: accel's kernels timed, linked to their operators, one name per trace process",
+        limit_s=90,
+        # Host: 9 s; CUPTI starts with the first trace.
+        estimate_s=10,
+        tests=(
+            "test/test_profiler.py::test_accel_time_per_operator",
+            "test/test_profiler.py::test_kernels_are_linked_to_their_operators",
+            "test/test_profiler.py::test_chrome_trace_has_ranges_and_accel_kernels",
+        ),
+    ),
+    Section(
+        name="smoke-ipc",
+        step="smoke",
+        what="CUDA IPC: accel tensors and an interprocess event between two processes, memory given back (ipc_collect)",
+        limit_s=120,
+        # Host: 16 s; two spawned children that each import torch and start CUDA.
+        estimate_s=15,
+        tests=(
+            "test/test_multiprocessing.py::test_queue_round_trips_and_ownership",
+            "test/test_multiprocessing.py::test_ipc_collect_leaves_nothing_of_memory_every_receiver_released",
+        ),
+    ),
+    Section(
+        name="smoke-nccl",
+        step="smoke",
+        what="c10d backend accel over NCCL: every collective and point-to-point case (world size 1, 2 ranks where two GPUs exist)",
+        limit_s=150,
+        # Host: 21 s; one launch of the ranks (each starts CUDA and NCCL) for every case.
+        estimate_s=20,
+        tests=(
+            "test/test_distributed.py::test_engine_is_the_targets_default_backend",
+            "test/test_distributed.py::test_collective_matches_the_target_bitwise",
+            "test/test_distributed.py::test_peer_to_peer_matches_the_target_bitwise",
+            "test/test_distributed.py::test_barrier_waits_for_every_rank",
+        ),
+    ),
+    Section(
+        name="smoke-models",
+        step="smoke",
+        what="training steps against cuda (its run in a child process): the suite's CNN, and torchvision's ResNet-18 from the GPU image",
+        limit_s=150,
+        # Two target runs in child processes (CUDA start-up, the training cases,
+        # ResNet-18's two steps) and the accel runs.
+        estimate_s=25,
+        tests=(
+            "test/test_models.py::test_training_matches_the_target_bitwise[cnn-sgd]",
+            "test/test_models.py::test_a_real_model_of_an_installed_package_trains_as_on_the_target",
+        ),
+    ),
+    Section(
+        name="smoke-bench",
+        step="smoke",
+        what="the headline benchmarks against cuda, quick: per-op time, matmul TFLOP/s and copy GB/s, one compiled training step (CNN)",
+        limit_s=150,
+        # Host: 42 s. ops and throughput take seconds; the compiled CNN compiles
+        # its forward and backward twice (accel here, cuda in a child).
+        estimate_s=35,
+        command=(
+            "{python}",
+            "benchmarks/run.py",
+            "--quick",
+            "--sections",
+            "ops,throughput,compiled",
+            "--models",
+            "cnn",
+            "--run-id",
+            "{run_id}",
+            "--output-dir",
+            "{results}",
+            "{bench_args}",
+        ),
+        artifacts=("{results}/*.md", "{results}/*.json", "{results}/*.jsonl"),
+    ),
 )
 
 EAGER_FILES = (
@@ -88,6 +290,7 @@ EAGER_FILES = (
 )
 
 SECTIONS: tuple[Section, ...] = (
+    *SMOKE_SECTIONS,
     # core: the runtime itself and eager ops ------------------------------------------
     Section(
         name="accelrt",
@@ -300,7 +503,13 @@ SECTIONS: tuple[Section, ...] = (
     ),
 )
 
-STEPS: tuple[str, ...] = ("core", "compile", "opinfo", "generic", "bench")
+STEPS: tuple[str, ...] = ("smoke", "core", "compile", "opinfo", "generic", "bench")
+# Steps whose sections repeat tests of the other steps: `all` leaves them out.
+SUBSET_STEPS: tuple[str, ...] = ("smoke",)
+# The step of the section that takes the test files no section names.
+UNASSIGNED_STEP = "core"
+# The smoke step's whole command on a fresh machine, build included (issue 28).
+SMOKE_BUDGET_S = 360
 
 # Test files no GPU run needs, with the reason.
 GPU_EXEMPT: dict[str, str] = {

@@ -65,14 +65,16 @@ This module imports Inductor and Dynamo only inside its functions.
 
 import contextlib
 import warnings
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
 
 from .. import _C
 from .._core import DEVICE_TYPE, synchronize
+from .._core import device as accel_device
 from .._patches import patch
 from .. import graphs as accel_graphs
+from .. import streams as accel_streams
 from .codegen_config import codegen_config
 
 
@@ -305,6 +307,34 @@ def _alias_of_memory(t: torch.Tensor) -> torch.Tensor:
     return torch.empty((0,), dtype=t.dtype, device=t.device).set_(alias, t.storage_offset(), t.size(), t.stride())
 
 
+# One capture stream per accel device, made on first use (as the trees keep
+# one per device): the caching allocator hands a block freed on one stream
+# only to allocations on that stream, so the captures of a device share
+# memory only if they share a stream.
+_capture_streams: dict[int, torch.Stream] = {}
+
+
+def _capture_stream(device: torch.device) -> torch.Stream:
+    stream = _capture_streams.get(device.index)
+    if stream is None:
+        stream = _capture_streams[device.index] = accel_streams.Stream(device=device)
+    return stream
+
+
+@contextlib.contextmanager
+def _library_workspaces_cleared() -> Iterator[None]:
+    """Clears the target libraries' per-stream workspaces before and after a
+    capture, as Inductor's cudagraph trees clear cuBLAS's around theirs
+    (clear_cublas_manager): a capture runs on its own stream, for which a
+    library would allocate a workspace inside the graph's pool and keep it
+    for work outside the graph (see Runtime::clearLibraryWorkspaces)."""
+    _C._clear_library_workspaces()
+    try:
+        yield
+    finally:
+        _C._clear_library_workspaces()
+
+
 class _Capture:
     """One capture of a compiled graph, for one set of integer inputs and static input addresses."""
 
@@ -327,11 +357,19 @@ class _Capture:
                 self.static_inputs.append(x)
         self.device = next(x.device for x in self.static_inputs if isinstance(x, torch.Tensor))
 
-        synchronize(self.device)
-        self.graph = accel_graphs.Graph()
-        host_kernels = _HostKernelCalls(owner.model) if _kernels_called_directly() else None
-        with dynamo_utils.preserve_rng_state(), host_kernels or contextlib.nullcontext():
-            with accel_graphs.graph(self.graph, capture_error_mode="thread_local"):
+        # On the model's device, whichever is current (as the trees capture
+        # under torch.cuda.device): its graph, its capture stream, and the
+        # synchronisation and empty_cache of torch.accel.graph's entry.
+        with accel_device(self.device):
+            synchronize(self.device)
+            self.graph = accel_graphs.Graph()
+            host_kernels = _HostKernelCalls(owner.model) if _kernels_called_directly() else None
+            with (
+                dynamo_utils.preserve_rng_state(),
+                host_kernels or contextlib.nullcontext(),
+                _library_workspaces_cleared(),
+                accel_graphs.graph(self.graph, stream=_capture_stream(self.device), capture_error_mode="thread_local"),
+            ):
                 outputs = owner.model(list(self.static_inputs))
         if not isinstance(outputs, (list, tuple)):
             outputs = (outputs,)

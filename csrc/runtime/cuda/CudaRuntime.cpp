@@ -230,13 +230,16 @@ public:
   }
 
   c10::Device getDeviceFromPtr(const void* ptr) const override {
+    // As at::cuda::getDeviceFromPtr: device, managed and pinned host memory
+    // (the device it was allocated against) are accepted; only memory CUDA
+    // does not know is refused.
     cudaPointerAttributes attributes{};
     C10_CUDA_CHECK(cudaPointerGetAttributes(&attributes, ptr));
     TORCH_CHECK(
-        attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged,
+        attributes.type != cudaMemoryTypeUnregistered,
         "The pointer ",
         ptr,
-        " does not point to accel (CUDA device) memory");
+        " resides on host memory and is not registered with any accel (CUDA) device");
     return c10::Device(kAccel, static_cast<c10::DeviceIndex>(attributes.device));
   }
 
@@ -347,6 +350,10 @@ public:
 
   c10::MempoolId_t graphPoolHandle() const override {
     return at::cuda::graph_pool_handle();
+  }
+
+  void clearLibraryWorkspaces() const override {
+    at::cuda::clearCublasWorkspaces();
   }
 
   bool compositeRunsTargetFlashAttention() const noexcept override {

@@ -9,6 +9,7 @@
 // the graph's private memory pool, which reset() or the graph's end gives
 // back. Graphs that share a pool id each keep their own memory.
 
+#include <csrc/runtime/AccelGenerator.h>
 #include <csrc/runtime/GraphRecording.h>
 #include <csrc/runtime/Runtime.h>
 #include <csrc/runtime/host/HostGraph.h>
@@ -20,6 +21,8 @@
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -35,18 +38,36 @@ constexpr auto kAccel = c10::DeviceType::PrivateUse1;
 std::atomic<c10::CaptureId_t> nextGraphId{1};
 std::atomic<c10::CaptureId_t> nextPoolHandle{1};
 
+// The shared pools graphs are capturing into: as CUDA's allocators, a second
+// capture into a pool that one is capturing into is refused.
+std::mutex pools_mutex;
+std::set<c10::MempoolId_t> pools_capturing;
+
 class HostGraph final : public Graph, public RecordingCapture {
 public:
   explicit HostGraph(bool keep_graph) : id_(nextGraphId++), keep_graph_(keep_graph) {}
 
   ~HostGraph() override {
     stopRecording(this);
+    forgetPool();
   }
 
   HostGraph(const HostGraph&) = delete;
   HostGraph& operator=(const HostGraph&) = delete;
 
   // --- Graph --------------------------------------------------------------
+
+  void registerGenerator(const at::Generator& generator) override {
+    // A replay runs each recorded random operator again with the generator
+    // it was given, which draws fresh numbers from it as eager work does
+    // (see GraphCapture.cpp): there is nothing to register, only CUDA's
+    // conditions to check.
+    (void)targetGenerator(generator); // an accel generator, as CUDA wants a CUDA one
+    TORCH_CHECK(
+        !(anyCaptureRecording() && recordingCaptureOnCurrentStream(runtime().getDevice().index()) != nullptr),
+        "accel graph: cannot register a generator while the current stream is capturing (CUDA: Cannot register the "
+        "state during capturing stage); register it before capture_begin()");
+  }
 
   void captureBegin(c10::MempoolId_t pool, CaptureMode /*mode*/) override {
     // Every mode forbids the same operations on the host runtime: those that
@@ -58,8 +79,32 @@ public:
         "This accel Graph instance already owns a captured graph. To capture a new graph, create a new instance.");
     checkCaptureStream();
     const c10::Stream stream = runtime().getStream(runtime().getDevice());
-    pool_ = (pool.first != 0 || pool.second != 0) ? pool : c10::MempoolId_t{id_, 0};
-    startRecording(stream, this);
+    TORCH_CHECK_VALUE(
+        pool.first == 0 || pool.second == 0,
+        "accel graph: pool=(",
+        pool.first,
+        ", ",
+        pool.second,
+        ") is no memory pool; pass graph_pool_handle() or another graph's pool()");
+    const bool shares_pool = pool.first != 0 || pool.second != 0;
+    if (shares_pool) {
+      std::lock_guard<std::mutex> lock(pools_mutex);
+      TORCH_CHECK(
+          pools_capturing.insert(pool).second,
+          "accel graph: another graph is capturing into the memory pool (",
+          pool.first,
+          ", ",
+          pool.second,
+          "); captures that share a pool must run one after the other");
+      capturing_pool_ = pool;
+    }
+    try {
+      startRecording(stream, this);
+    } catch (...) {
+      forgetPool();
+      throw;
+    }
+    pool_ = shares_pool ? pool : c10::MempoolId_t{id_, 0};
     {
       std::lock_guard<std::mutex> lock(mutex_);
       invalidated_ = false;
@@ -76,6 +121,7 @@ public:
     TORCH_CHECK(stream == capture_stream_, "Capture must end on the same stream it began on.");
     stopRecording(this);
     capturing_ = false;
+    forgetPool();
     std::string failure;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -120,6 +166,7 @@ public:
     if (capturing_) {
       stopRecording(this);
       capturing_ = false;
+      forgetPool();
     }
     std::vector<Step> steps;
     {
@@ -190,6 +237,14 @@ public:
   }
 
 private:
+  void forgetPool() noexcept {
+    if (capturing_pool_.has_value()) {
+      std::lock_guard<std::mutex> lock(pools_mutex);
+      pools_capturing.erase(*capturing_pool_);
+      capturing_pool_.reset();
+    }
+  }
+
   struct Step {
     std::string name;
     c10::DeviceIndex device;
@@ -199,6 +254,8 @@ private:
   const c10::CaptureId_t id_;
   const bool keep_graph_;
   c10::MempoolId_t pool_{0, 0};
+  // The shared pool this graph is capturing into, while it captures.
+  std::optional<c10::MempoolId_t> capturing_pool_;
   c10::Stream capture_stream_{c10::Stream::DEFAULT, c10::Device(kAccel, 0)};
   bool capturing_ = false;
   bool capture_ended_ = false;

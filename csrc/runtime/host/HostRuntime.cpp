@@ -311,10 +311,17 @@ public:
     accelrtPointerAttributes attributes{};
     TORCH_ACCEL_ACCELRT_CHECK(accelrtPointerGetAttributes(&attributes, ptr));
     TORCH_CHECK(
-        attributes.type == accelrtMemoryTypeDevice,
+        attributes.type != accelrtMemoryTypeUnregistered,
         "The pointer ",
         ptr,
-        " does not point to accel (host runtime) device memory");
+        " resides on host memory and is not registered with any accel (host runtime) device");
+    if (attributes.type == accelrtMemoryTypeHost) {
+      // Pinned memory, which CUDA's answer (at::cuda::getDeviceFromPtr)
+      // attributes to the device it was allocated against; accelrt's belongs
+      // to none, so it goes to the current device, as a pinned allocation
+      // made now would on CUDA.
+      return getDevice();
+    }
     return c10::Device(kAccel, static_cast<c10::DeviceIndex>(attributes.device));
   }
 
@@ -421,6 +428,10 @@ public:
 
   c10::MempoolId_t graphPoolHandle() const override {
     return hostGraphPoolHandle();
+  }
+
+  void clearLibraryWorkspaces() const override {
+    // The CPU's kernels keep no workspaces per stream.
   }
 
   bool compositeRunsTargetFlashAttention() const noexcept override {
