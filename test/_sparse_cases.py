@@ -36,6 +36,33 @@ def sparse_mm_backward(device: str) -> dict:
     return {"sparse_grad": on_cpu(sparse.grad), "dense_grad": on_cpu(other.grad), "device": str(other.grad.device)}
 
 
+def sparse_mm_reduce_backward(device: str) -> dict:
+    """torch.sparse.mm with each reduction over a CSR matrix, and its gradients.
+    The amax/amin kernels keep argmax indices for their backward only when an
+    input requires grad, which their kernel reads below autograd. Only the
+    CPU has these kernels: on cuda each reduction's error is the result."""
+    g = torch.Generator().manual_seed(5)
+    dense = torch.randn(5, 5, generator=g)
+    dense[dense.abs() < 0.5] = 0
+    dense_other = torch.randn(5, 3, generator=g)
+    results = {}
+    for reduce in ("sum", "mean", "amax", "amin"):
+        sparse = dense.to(device).to_sparse_csr().requires_grad_()
+        other = dense_other.to(device, copy=True).requires_grad_()  # a new leaf each time, on cpu too
+        try:
+            out = torch.sparse.mm(sparse, other, reduce)
+            out.pow(2).sum().backward()
+        except (RuntimeError, NotImplementedError) as error:
+            results[reduce] = {"error": type(error).__name__}
+            continue
+        results[reduce] = {
+            "out": out.detach().cpu(),
+            "sparse_grad": sparse.grad.to_dense().cpu(),
+            "dense_grad": other.grad.cpu(),
+        }
+    return results
+
+
 def sparse_addmm_backward(device: str) -> dict:
     g = torch.Generator().manual_seed(4)
     dense = torch.randn(4, 6, generator=g)
@@ -67,7 +94,11 @@ def embedding_training(device: str, optimizer: str, steps: int = 3) -> dict:
 
 
 def all_cases(device: str) -> dict:
-    results = {"sparse_mm_backward": sparse_mm_backward(device), "sparse_addmm_backward": sparse_addmm_backward(device)}
+    results = {
+        "sparse_mm_backward": sparse_mm_backward(device),
+        "sparse_mm_reduce_backward": sparse_mm_reduce_backward(device),
+        "sparse_addmm_backward": sparse_addmm_backward(device),
+    }
     for optimizer in OPTIMIZERS:
         results[f"embedding-{optimizer}"] = embedding_training(device, optimizer)
     return results

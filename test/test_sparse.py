@@ -346,6 +346,12 @@ def test_gradients_through_sparse_mm(reference):
     assert_same(result, {**reference["sparse_mm_backward"], "device": "accel:0"}, same_device=True)
 
 
+def test_gradients_through_sparse_mm_with_each_reduction(reference):
+    # amax/amin crashed on accel: the target kernel saw target views that did
+    # not require grad, skipped the argmax indices, and its backward read them.
+    assert_same(_sparse_cases.sparse_mm_reduce_backward(ACCEL), reference["sparse_mm_reduce_backward"], same_device=True)
+
+
 def test_gradients_through_sparse_addmm(reference):
     assert_same(_sparse_cases.sparse_addmm_backward(ACCEL), reference["sparse_addmm_backward"], same_device=True)
 

@@ -5,6 +5,7 @@
 #include <csrc/aten/TargetTensor.h>
 
 #include <ATen/quantized/QTensorImpl.h>
+#include <c10/core/GradMode.h>
 #include <c10/core/TensorImpl.h>
 
 #include <algorithm>
@@ -170,6 +171,24 @@ TargetCall::~TargetCall() {
 
 // --- Arguments ----------------------------------------------------------------
 
+namespace {
+
+// A few target kernels compute more when their inputs need gradients and
+// grad mode is on (sparse.mm's amax/amin reductions keep the argmax indices
+// their backward reads; the SDPA choice refuses some backends), and the
+// target kernel runs below autograd with grad mode as the caller left it. A
+// target view requires grad where its accel tensor does, so the kernel
+// computes what it computes for the target's tensors. Only under grad mode:
+// no kernel reads requires_grad without it, and a view that requires grad
+// is not recycled (optimizer steps under no_grad keep theirs cheap).
+void mirrorRequiresGrad(const at::Tensor& accel, at::Tensor& target) {
+  if (C10_UNLIKELY(accel.requires_grad()) && c10::GradMode::is_enabled()) {
+    target.unsafeGetTensorImpl()->set_requires_grad(true);
+  }
+}
+
+} // namespace
+
 at::Tensor TargetCall::mapTensor(c10::MaybeOwned<at::Tensor> accel, bool is_mutable) {
   // The same accel tensor passed twice (self and out=self) must be the same
   // target tensor, as on the target: kernels treat an output that is also an
@@ -232,6 +251,7 @@ at::Tensor TargetCall::mapTensor(c10::MaybeOwned<at::Tensor> accel, bool is_muta
   if (quantizer) {
     target = quantizedTarget(target, std::move(quantizer));
   }
+  mirrorRequiresGrad(*accel, target);
   c10::StorageImpl* target_storage = target.storage().unsafeGetStorageImpl();
   inputs_.emplace_back(std::move(accel), target, accel_storage, target_storage, is_mutable);
   any_mutable_ |= is_mutable;
@@ -248,6 +268,7 @@ at::Tensor TargetCall::mapComposed(c10::MaybeOwned<at::Tensor> accel, bool is_mu
   };
   at::Tensor target =
       accel->is_nested() ? nestedOver(map_part(bufferOf(*accel)), *accel) : sparseTarget(*accel, map_part);
+  mirrorRequiresGrad(*accel, target);
   inputs_.emplace_back(std::move(accel), target, nullptr, nullptr, is_mutable);
   any_mutable_ |= is_mutable;
   return target;
