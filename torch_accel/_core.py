@@ -12,6 +12,7 @@ in order, during initialisation, and a failing one is reported with the
 traceback of the place that queued it.
 """
 
+import atexit
 import dataclasses
 import functools
 import threading
@@ -116,6 +117,34 @@ def _lazy_init() -> None:
         finally:
             delattr(_tls, "is_initializing")
         _initialized = True
+
+
+def _drain_autograd_device_threads() -> None:
+    """Wait, at exit, until autograd's device threads have dropped their last graph.
+
+    Autograd runs the accel part of a backward on a thread per device (as for
+    cuda) and completes the caller's backward() before that thread lets go of
+    the graph. A graph holding Python objects (a custom Function, a hook, the
+    callback FSDP queues) then needs the GIL to be released; if the
+    interpreter is finalizing by then, the thread is ended inside C++ and the
+    process aborts ("terminate called without an active exception"). The
+    interpreter runs this before it finalizes: a tiny backward on every
+    device, which each device thread runs only after it has dropped the graph
+    before it. A program that backpropagates on accel and returns at once
+    then exits cleanly.
+    """
+    if not is_initialized():
+        return
+    try:
+        with torch.enable_grad():
+            for index in range(_C._device_count()):
+                leaf = torch.zeros((), device=torch.device(DEVICE_TYPE, index), requires_grad=True)
+                (leaf + 0).backward()
+    except Exception:  # noqa: BLE001 - best effort at exit: the program's own outcome stands
+        pass
+
+
+atexit.register(_drain_autograd_device_threads)
 
 
 # --- the runtime and what it can do ----------------------------------------------
