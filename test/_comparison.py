@@ -10,15 +10,54 @@ results are compared bit for bit there.
 from __future__ import annotations
 
 import math
+import random
 from typing import Any
 
+import numpy
 import torch
 import torch.utils._pytree as pytree
+from torch.testing._internal import common_utils
 
 import torch_accel
 
 TARGET = torch_accel._target_device_type()
 ACCEL = "accel"
+
+
+def opinfo_samples(op, device: str, dtype: torch.dtype, count: int, requires_grad: bool = False) -> list:
+    """The first ``count`` samples of ``op.sample_inputs(device, dtype,
+    requires_grad)``, the same samples without its wrapper's costs. The wrapper
+    (PyTorch's TrackedInputIter) looks for a calling unittest test on the call
+    stack (inspect.stack(), twice a call: about 0.1 s under pytest) and runs
+    torch.manual_seed before every sample (see manual_seed). Here every sample
+    is drawn after the same seeding of the generators samples draw from, with
+    the wrapper's seed (common_utils.SEED, set_rng_seed's; the wrapper hashes
+    the test's name instead only when a unittest test calls it, which the
+    suite's pytest functions are not)."""
+    seed = common_utils.SEED
+    samples = []
+    iterator = iter(op.sample_inputs_func(op, device, dtype, requires_grad))
+    while len(samples) < count:
+        manual_seed(seed)
+        random.seed(seed)
+        numpy.random.seed(seed)
+        try:
+            samples.append(next(iterator))
+        except StopIteration:
+            break
+    return samples
+
+
+def manual_seed(seed: int) -> None:
+    """torch.manual_seed for the generators a comparison draws from: the CPU's
+    (sample inputs), accel's and the target's. torch.manual_seed also seeds
+    torch.cuda, which, where CUDA never initialises (the host runtime with a
+    CUDA build of torch), queues the seed with the caller's stack formatted:
+    about 6 ms a call under pytest, once half of test_opinfo's time."""
+    torch.default_generator.manual_seed(seed)
+    torch_accel.manual_seed_all(seed)
+    if TARGET == "cuda":
+        torch.cuda.manual_seed_all(seed)
 
 # How tensor contents are compared: bitwise (the rule), with the dtype's default
 # tolerances of torch.testing.assert_close, or not at all (metadata only).
@@ -213,6 +252,8 @@ def compare_values(
                 # Moving back to the reference device may make the copy contiguous:
                 # compare values only (the layout was compared above).
                 a, t = (a.to(t.device), t) if t.layout == torch.strided else (a.to_dense().to(t.device), t.to_dense())
+                if mode == EXACT and same_bytes(a, t):
+                    continue  # what the two checks below pass, at a fraction of their cost
                 tolerances = {"rtol": 0, "atol": 0} if mode == EXACT else {}  # CLOSE: the dtype's defaults
                 torch.testing.assert_close(
                     a, t, **tolerances, equal_nan=True, check_stride=False, msg=lambda m: f"{where}: {m}"
@@ -235,6 +276,24 @@ def sparse_parts(t: torch.Tensor) -> list:
     if t.layout in (torch.sparse_csr, torch.sparse_bsr):
         return [t.crow_indices(), t.col_indices(), t.values()]
     return [t.ccol_indices(), t.row_indices(), t.values()]
+
+
+def same_bytes(a: torch.Tensor, t: torch.Tensor) -> bool:
+    """Whether two tensors of one dtype and shape hold the same bytes in every
+    element: then assert_close(rtol=0, atol=0, equal_nan=True) and
+    assert_same_bits pass too (the same bits are the same value, NaNs
+    included). False also where bytes cannot be read this way (quantized
+    tensors): the caller then runs those two checks, which also say what differs."""
+    if a.is_quantized or t.is_quantized or a.dtype != t.dtype or a.shape != t.shape:
+        return False
+
+    def flat_bytes(x: torch.Tensor) -> torch.Tensor:
+        flat = x.resolve_conj().resolve_neg().reshape(-1)
+        if flat.stride(0) != 1:  # expanded, or a view that reshape could keep
+            flat = flat.clone(memory_format=torch.contiguous_format)
+        return flat.view(torch.uint8)
+
+    return torch.equal(flat_bytes(a), flat_bytes(t))
 
 
 def assert_same_bits(a: torch.Tensor, t: torch.Tensor, where: str) -> None:

@@ -78,7 +78,18 @@ from torch.testing._internal.common_optimizers import (
 )
 from torch.testing._internal.common_utils import TestCase
 
-from _comparison import ACCEL, CLOSE, CPU_TENSOR_ARGUMENTS, EXACT, METADATA, TARGET, Copier, compare_values, tensor_leaves
+from _comparison import (
+    ACCEL,
+    CLOSE,
+    CPU_TENSOR_ARGUMENTS,
+    EXACT,
+    METADATA,
+    TARGET,
+    Copier,
+    compare_values,
+    manual_seed,
+    tensor_leaves,
+)
 
 SEED = 1234
 # Samples per op (or module) and dtype: PyTorch's generators put the plain cases
@@ -283,7 +294,7 @@ def samples(op, device: str, requires_grad: bool = False) -> list:
 def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, BaseException | None]:
     """(result, None) or (None, the exception), with the random state reset so
     that random ops draw the same numbers on both devices."""
-    torch.manual_seed(SEED)
+    manual_seed(SEED)
     try:
         return fn(*args, **kwargs), None
     except Exception as error:  # noqa: BLE001 - an exception is an outcome to compare

@@ -42,7 +42,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from _comparison import ACCEL, CPU_TENSOR_ARGUMENTS, TARGET, Copier, tensor_leaves
+from _comparison import ACCEL, CPU_TENSOR_ARGUMENTS, TARGET, Copier, manual_seed, tensor_leaves
 
 from torch.testing._internal.common_methods_invocations import op_db  # noqa: E402
 
@@ -182,7 +182,7 @@ def attempt(fn, call, out=None) -> BaseException | None:
     input, args, kwargs = call
     if out is not None:
         kwargs = {**kwargs, "out": out}
-    torch.manual_seed(SEED)
+    manual_seed(SEED)
     try:
         fn(input, *args, **kwargs)
     except Exception as error:  # noqa: BLE001 - any exception is a refusal
@@ -263,7 +263,7 @@ class Sweep:
         if dtype is None:
             return
         self.cpu_args = op.name in CPU_TENSOR_ARGUMENTS
-        torch.manual_seed(SEED)
+        manual_seed(SEED)
         try:
             # The generator itself: OpInfo.sample_inputs wraps it in PyTorch's
             # input tracking, which inspects the whole call stack (about 0.2 s
@@ -278,7 +278,7 @@ class Sweep:
                 break
             # Only samples that run on accel as they are tell anything about devices.
             try:
-                torch.manual_seed(SEED)
+                manual_seed(SEED)
                 call = self.call_on(ACCEL, sample)
                 result = op(call[0], *call[1], **call[2])
             except Exception:  # noqa: BLE001

@@ -56,7 +56,19 @@ import torch
 
 import torch_accel
 
-from _comparison import ACCEL, CLOSE, CPU_TENSOR_ARGUMENTS, EXACT, METADATA, TARGET, Copier, compare_values, tensor_leaves
+from _comparison import (
+    ACCEL,
+    CLOSE,
+    CPU_TENSOR_ARGUMENTS,
+    EXACT,
+    METADATA,
+    TARGET,
+    Copier,
+    compare_values,
+    manual_seed,
+    opinfo_samples,
+    tensor_leaves,
+)
 
 # Needs expecttest (requirements-dev.txt); a missing module must fail, not skip.
 from torch.testing._internal.common_methods_invocations import op_db  # noqa: E402
@@ -185,9 +197,8 @@ class Outcome:
 
 
 def call(fn: Callable, input: Any, args: tuple, kwargs: dict) -> Outcome:
-    # The same seed for both devices: random ops must draw the same numbers
-    # (torch.manual_seed seeds the target's and accel's default generators).
-    torch.manual_seed(SEED)
+    # The same seed for both devices: random ops must draw the same numbers.
+    manual_seed(SEED)
     try:
         return Outcome(result=fn(input, *args, **kwargs))
     except Exception as error:  # noqa: BLE001 - any exception is an outcome to compare
@@ -302,8 +313,7 @@ def run_op(
         variants.append(("inplace", op.inplace_variant))
     for dtype in dtypes:
         try:
-            torch.manual_seed(SEED)
-            samples = list(itertools.islice(op.sample_inputs(TARGET, dtype), samples_per_dtype[dtype]))
+            samples = opinfo_samples(op, TARGET, dtype, samples_per_dtype[dtype])
         except Exception as error:  # noqa: BLE001
             report.failures.append(f"{dtype}: building samples on {TARGET} raised {describe(error)}")
             continue
