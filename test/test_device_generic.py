@@ -88,6 +88,7 @@ from _comparison import (
     Copier,
     compare_values,
     manual_seed,
+    opinfo_samples,
     tensor_leaves,
 )
 
@@ -287,8 +288,9 @@ def module_draws_random_numbers(module: torch.nn.Module) -> bool:
 
 
 def samples(op, device: str, requires_grad: bool = False) -> list:
-    torch.manual_seed(SEED)  # sample generators draw from the default generator
-    return list(itertools.islice(op.sample_inputs(device, DTYPE, requires_grad=requires_grad), SAMPLES))
+    # op.sample_inputs' samples, made without its wrapper's stack inspection
+    # (see opinfo_samples; each sample drawn after seeding with common_utils.SEED).
+    return opinfo_samples(op, device, DTYPE, SAMPLES, requires_grad=requires_grad)
 
 
 def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, BaseException | None]:
