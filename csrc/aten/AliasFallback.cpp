@@ -11,6 +11,7 @@
 #include <csrc/aten/GraphCapture.h>
 #include <csrc/aten/TargetCall.h>
 #include <csrc/aten/TargetTensor.h>
+#include <csrc/core/AccelDevice.h>
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
@@ -25,12 +26,6 @@
 
 namespace torch_accel {
 namespace {
-
-constexpr auto kAccel = c10::DeviceType::PrivateUse1;
-
-bool isAccel(const at::Tensor& tensor) {
-  return tensor.defined() && tensor.device().type() == kAccel;
-}
 
 // Operator facts per operator, per thread (so no lock).
 const OperatorFacts& factsFor(const c10::OperatorHandle& op) {

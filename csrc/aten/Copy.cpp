@@ -9,6 +9,7 @@
 #include <csrc/aten/GraphCapture.h>
 #include <csrc/aten/QuantizedTargetTensor.h>
 #include <csrc/aten/TargetTensor.h>
+#include <csrc/core/AccelDevice.h>
 #include <csrc/profiler/DeviceActivity.h>
 
 #include <ATen/ATen.h>
@@ -22,10 +23,6 @@
 
 namespace torch_accel {
 namespace {
-
-bool isAccel(const at::Tensor& tensor) {
-  return tensor.defined() && tensor.device().type() == c10::DeviceType::PrivateUse1;
-}
 
 // A quantized accel tensor's target view is quantized too (`target`: its
 // plain target view), with the same quantizer (per-channel scales seen on

@@ -3,6 +3,7 @@
 #include <csrc/aten/SparseTargetTensor.h>
 #include <csrc/aten/TargetCall.h>
 #include <csrc/aten/TargetTensor.h>
+#include <csrc/core/AccelDevice.h>
 
 #include <ATen/quantized/QTensorImpl.h>
 #include <c10/core/GradMode.h>
@@ -14,8 +15,6 @@
 
 namespace torch_accel {
 namespace {
-
-constexpr auto kAccel = c10::DeviceType::PrivateUse1;
 
 std::atomic<uint64_t> callCount{0};
 

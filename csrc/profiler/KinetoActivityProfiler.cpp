@@ -27,6 +27,7 @@
 // without exporting it: compile the little this file uses into it.
 #define FMT_HEADER_ONLY
 
+#include <csrc/core/AccelDevice.h>
 #include <csrc/profiler/DeviceActivity.h>
 #include <csrc/runtime/Runtime.h>
 
@@ -60,7 +61,7 @@ bool kinetoRecordsKernelsOf(c10::DeviceType target) {
 }
 
 c10::DeviceIndex accelDeviceCount() {
-  return c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)->deviceCount();
+  return c10::impl::getDeviceGuardImpl(kAccel)->deviceCount();
 }
 
 // The span our activities name: it must outlive the trace, which copies them.

@@ -13,6 +13,7 @@
 // stub that cannot record leaves the event empty, which PyTorch reports as
 // "no device time", and says why once.
 
+#include <csrc/core/AccelDevice.h>
 #include <csrc/profiler/DeviceTimingEvent.h>
 #include <csrc/runtime/Runtime.h>
 
@@ -32,8 +33,6 @@ namespace {
 
 using torch::profiler::impl::ProfilerStubs;
 using torch::profiler::impl::ProfilerVoidEventStub;
-
-constexpr auto kAccel = c10::DeviceType::PrivateUse1;
 
 const c10::impl::DeviceGuardImplInterface& accelGuard() {
   return *c10::impl::getDeviceGuardImpl(kAccel);

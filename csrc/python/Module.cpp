@@ -7,6 +7,7 @@
 #include <csrc/aten/Empty.h>
 #include <csrc/aten/FusedRnnCells.h>
 #include <csrc/aten/TargetCall.h>
+#include <csrc/core/AccelDevice.h>
 #ifdef TORCH_ACCEL_WITH_DISTRIBUTED
 #include <csrc/python/Distributed.h>
 #endif
@@ -40,8 +41,6 @@ namespace torch_accel {
 namespace {
 
 namespace py = pybind11;
-
-constexpr auto kAccel = c10::DeviceType::PrivateUse1;
 
 const c10::impl::DeviceGuardImplInterface& guard() {
   return *c10::impl::getDeviceGuardImpl(kAccel);

@@ -4,6 +4,7 @@
 
 #include <csrc/aten/AliasFallback.h>
 #include <csrc/aten/StorageResize.h>
+#include <csrc/core/AccelDevice.h>
 #include <csrc/runtime/AccelGenerator.h>
 #include <csrc/runtime/Runtime.h>
 
@@ -15,7 +16,7 @@ namespace torch_accel {
 namespace {
 
 const c10::impl::DeviceGuardImplInterface& guard() {
-  return *c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1);
+  return *c10::impl::getDeviceGuardImpl(kAccel);
 }
 
 struct AccelHooks final : public at::PrivateUse1HooksInterface {
@@ -39,7 +40,7 @@ struct AccelHooks final : public at::PrivateUse1HooksInterface {
   }
 
   void setCurrentDevice(c10::DeviceIndex device) const override {
-    guard().setDevice(c10::Device(c10::DeviceType::PrivateUse1, device));
+    guard().setDevice(c10::Device(kAccel, device));
   }
 
   c10::DeviceIndex getCurrentDevice() const override {
@@ -47,7 +48,7 @@ struct AccelHooks final : public at::PrivateUse1HooksInterface {
   }
 
   c10::DeviceIndex exchangeDevice(c10::DeviceIndex device) const override {
-    return guard().exchangeDevice(c10::Device(c10::DeviceType::PrivateUse1, device)).index();
+    return guard().exchangeDevice(c10::Device(kAccel, device)).index();
   }
 
   c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex device) const override {
@@ -56,7 +57,7 @@ struct AccelHooks final : public at::PrivateUse1HooksInterface {
     // (on CUDA, c10::cuda::MaybeSetDevice).
     const auto previous = getCurrentDevice();
     if (previous != device) {
-      guard().uncheckedSetDevice(c10::Device(c10::DeviceType::PrivateUse1, device));
+      guard().uncheckedSetDevice(c10::Device(kAccel, device));
     }
     return previous;
   }
@@ -87,7 +88,7 @@ struct AccelHooks final : public at::PrivateUse1HooksInterface {
     // Pinned memory is the runtime's (cudaHostAlloc on the CUDA runtime).
     checkNotInBadFork();
     checkDeviceAvailable();
-    at::globalContext().lazyInitDevice(c10::DeviceType::PrivateUse1);
+    at::globalContext().lazyInitDevice(kAccel);
     return runtime().pinnedAllocator();
   }
 

@@ -15,6 +15,7 @@
 // which runtime is running; it asks the runtime for what it needs (for
 // example targetType(), the device type whose kernels run accel's work).
 
+#include <csrc/core/AccelDevice.h>
 #include <csrc/runtime/Graph.h>
 #include <csrc/runtime/ObservableAllocator.h>
 
@@ -73,7 +74,7 @@ struct SharedStorageHandle {
 class Runtime : public c10::impl::DeviceGuardImplInterface {
 public:
   c10::DeviceType type() const final {
-    return c10::DeviceType::PrivateUse1;
+    return kAccel;
   }
 
   // "cuda" or "host": reported to users, never branched on.

@@ -6,6 +6,7 @@
 // accel stream is the current CUDA stream and CUDA kernels launched for accel
 // tensors run on it. Events are CUDA events.
 
+#include <csrc/core/AccelDevice.h>
 #include <csrc/runtime/Runtime.h>
 #include <csrc/runtime/cuda/CudaAllocator.h>
 #include <csrc/runtime/cuda/CudaGraph.h>
@@ -54,7 +55,6 @@ c10::DeviceIndex cudaDeviceCount() noexcept {
 
 namespace {
 
-constexpr auto kAccel = c10::DeviceType::PrivateUse1;
 constexpr auto kCuda = c10::DeviceType::CUDA;
 
 c10::Device toCuda(c10::Device device) {

@@ -9,6 +9,7 @@
 // the graph's private memory pool, which reset() or the graph's end gives
 // back. Graphs that share a pool id each keep their own memory.
 
+#include <csrc/core/AccelDevice.h>
 #include <csrc/runtime/AccelGenerator.h>
 #include <csrc/runtime/GraphRecording.h>
 #include <csrc/runtime/Runtime.h>
@@ -30,8 +31,6 @@
 
 namespace torch_accel {
 namespace {
-
-constexpr auto kAccel = c10::DeviceType::PrivateUse1;
 
 // Graph ids name graphs' own pools ({id, 0}); pool handles are {0, id}
 // (the scheme of at::cuda::CUDAGraph, so pool ids look alike on both runtimes).

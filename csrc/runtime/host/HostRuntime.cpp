@@ -10,6 +10,7 @@
 // (see GraphRecording.h), what would wait for that stream's work fails the
 // capture, as on CUDA, and events recorded on it belong to the capture.
 
+#include <csrc/core/AccelDevice.h>
 #include <csrc/runtime/Environment.h>
 #include <csrc/runtime/GraphRecording.h>
 #include <csrc/runtime/Runtime.h>
@@ -34,7 +35,6 @@
 namespace torch_accel {
 namespace {
 
-constexpr auto kAccel = c10::DeviceType::PrivateUse1;
 constexpr int kMaxDevices = 64; // accelrt's own limit
 constexpr int kPoolSize = 32;
 constexpr int kPriorityClasses = 2; // 0: low (default) priority, 1: high
