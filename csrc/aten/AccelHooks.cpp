@@ -1,6 +1,11 @@
 // PrivateUse1HooksInterface for accel: how ATen asks generic questions
 // (is the backend built/available, which device owns a pointer, lazy init)
 // without knowing about torch_accel. Registered once, at load time.
+//
+// The hooks live on the operator floor, not in csrc/runtime: initialising
+// accel registers the fallbacks of the other tensor kinds, and resizing a
+// storage copies with accel's kernels, both of which are this floor's. The
+// runtime floor stays below it (docs/design.md, "Layers and data flow").
 
 #include <csrc/aten/AliasFallback.h>
 #include <csrc/aten/StorageResize.h>
