@@ -8,10 +8,10 @@
 // share.
 
 #include <csrc/aten/AliasFallback.h>
-#include <csrc/aten/GraphCapture.h>
 #include <csrc/aten/TargetCall.h>
 #include <csrc/aten/TargetTensor.h>
 #include <csrc/core/AccelDevice.h>
+#include <csrc/graphs/GraphCapture.h>
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>

@@ -6,10 +6,10 @@
 // copies between devices and stream ordering (on the current stream, which
 // on the CUDA runtime is the current accel stream) are all the target's.
 
-#include <csrc/aten/GraphCapture.h>
 #include <csrc/aten/QuantizedTargetTensor.h>
 #include <csrc/aten/TargetTensor.h>
 #include <csrc/core/AccelDevice.h>
+#include <csrc/graphs/GraphCapture.h>
 #include <csrc/profiler/DeviceActivity.h>
 
 #include <ATen/ATen.h>

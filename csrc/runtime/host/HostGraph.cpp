@@ -59,7 +59,7 @@ public:
   void registerGenerator(const at::Generator& generator) override {
     // A replay runs each recorded random operator again with the generator
     // it was given, which draws fresh numbers from it as eager work does
-    // (see GraphCapture.cpp): there is nothing to register, only CUDA's
+    // (see csrc/graphs/GraphCapture.cpp): there is nothing to register, only CUDA's
     // conditions to check.
     (void)targetGenerator(generator); // an accel generator, as CUDA wants a CUDA one
     TORCH_CHECK(

@@ -1,7 +1,7 @@
 #include <csrc/aten/AliasFallback.h>
-#include <csrc/aten/GraphCapture.h>
 #include <csrc/aten/TargetTensor.h>
 #include <csrc/core/AccelDevice.h>
+#include <csrc/graphs/GraphCapture.h>
 #include <csrc/profiler/DeviceActivity.h>
 #include <csrc/runtime/Runtime.h>
 
