@@ -43,14 +43,14 @@ const c10::impl::DeviceGuardImplInterface& accelGuard() {
 // on the host runtime when PyTorch was built with ITT. nullptr otherwise.
 const ProfilerStubs* targetAnnotations() {
   const ProfilerStubs* stubs = nullptr;
-  switch (runtime().targetType()) {
-  case c10::DeviceType::CUDA:
+  switch (runtime().profilerAnnotations()) {
+  case ProfilerAnnotations::Nvtx:
     stubs = torch::profiler::impl::cudaStubs();
     break;
-  case c10::DeviceType::CPU:
+  case ProfilerAnnotations::Itt:
     stubs = torch::profiler::impl::ittStubs();
     break;
-  default:
+  case ProfilerAnnotations::None:
     break;
   }
   return stubs != nullptr && stubs->enabled() ? stubs : nullptr;

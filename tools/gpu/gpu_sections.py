@@ -320,6 +320,7 @@ SECTIONS: tuple[Section, ...] = (
             "test/test_device_module_contract.py",
             "test/test_environment.py",
             "test/test_cuda_visible_devices.py",
+            "test/test_capabilities.py",
         ),
     ),
     Section(

@@ -356,6 +356,32 @@ public:
     at::cuda::clearCublasWorkspaces();
   }
 
+  // --- Capabilities: accel's kernels are CUDA's, on CUDA memory ------------
+
+  bool memoryIsHostMemory() const noexcept override {
+    return false;
+  }
+
+  InductorKernels inductorKernels() const noexcept override {
+    return InductorKernels::Triton;
+  }
+
+  bool compilesTriton() const noexcept override {
+    return true;
+  }
+
+  bool targetKernelsRaiseCudaAlerts() const noexcept override {
+    return true;
+  }
+
+  bool kinetoTracesTargetKernels() const noexcept override {
+    return true; // CUPTI
+  }
+
+  ProfilerAnnotations profilerAnnotations() const noexcept override {
+    return ProfilerAnnotations::Nvtx;
+  }
+
   bool compositeRunsTargetFlashAttention() const noexcept override {
     return false; // the composite would call the CPU's flash operator, which CUDA lacks
   }

@@ -434,6 +434,32 @@ public:
     // The CPU's kernels keep no workspaces per stream.
   }
 
+  // --- Capabilities: accel's kernels are the CPU's, on host memory ---------
+
+  bool memoryIsHostMemory() const noexcept override {
+    return true;
+  }
+
+  InductorKernels inductorKernels() const noexcept override {
+    return InductorKernels::Cpp;
+  }
+
+  bool compilesTriton() const noexcept override {
+    return false; // Triton's interpreter runs Triton kernels on host memory (TORCH_ACCEL_INDUCTOR=triton)
+  }
+
+  bool targetKernelsRaiseCudaAlerts() const noexcept override {
+    return false; // the CPU's kernels are deterministic and never alert: accel raises CUDA's alerts
+  }
+
+  bool kinetoTracesTargetKernels() const noexcept override {
+    return false; // Kineto traces no CPU kernels; accel records them (DeviceActivity.h)
+  }
+
+  ProfilerAnnotations profilerAnnotations() const noexcept override {
+    return ProfilerAnnotations::Itt;
+  }
+
   bool compositeRunsTargetFlashAttention() const noexcept override {
     return true; // _scaled_dot_product_flash_attention_for_cpu, as for cpu
   }
