@@ -1,5 +1,5 @@
 // The alias fallback: how every ATen operator without an accel kernel of its
-// own runs on accel (see "The alias fallback" in DESIGN.md).
+// own runs on accel (see "The alias fallback" in docs/design.md).
 //
 // A boxed fallback: it walks the operator's arguments and results as IValues
 // on the dispatcher's stack and leaves the semantics (target views, device

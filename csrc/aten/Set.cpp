@@ -31,7 +31,7 @@ at::Tensor& set_storage_offset(
     impl->set_sizes_contiguous(size);
   }
   // A storage too small for the new shape grows, its new bytes filled in
-  // deterministic mode (see ensureStorageFits and the README).
+  // deterministic mode (see ensureStorageFits and docs/alias-fallback.md#deterministic-mode).
   ensureStorageFits(self);
   return self;
 }

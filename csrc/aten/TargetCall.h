@@ -1,7 +1,7 @@
 #pragma once
 
 // One operator call that the target's kernel runs for accel (see "The alias
-// fallback" in DESIGN.md). This is where the fallback's semantics live, for
+// fallback" in docs/design.md). This is where the fallback's semantics live, for
 // both of its entry points: the boxed alias fallback (AliasFallback.cpp,
 // every operator) and the unboxed kernels of the hottest operators
 // (TargetKernels.cpp), which differ only in how they walk arguments and
