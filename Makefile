@@ -15,9 +15,11 @@
 #                  per CPU code-path setting (ATen's, MKL's and oneDNN's
 #                  instruction sets; tools/isa_settings.py --list shows them and
 #                  which this CPU can run; ISA_SETTINGS=aten-default ... picks some)
-#   make lint      C++ formatting (.clang-format), Python syntax, and the package's
+#   make lint      C++ formatting (.clang-format), Python syntax, the package's
 #                  structure (tools/check_package.py: no import circle, no import
 #                  of the package face from inside, no patch outside the registry)
+#                  and csrc/'s floors (tools/check_floors.py: no include of a
+#                  floor above, none of a runtime's folder from outside it)
 #   make asan      accelrt's unit tests and part of the pytest suite with the
 #                  extension and accelrt under AddressSanitizer + UBSan (build/asan/)
 
@@ -105,6 +107,7 @@ lint: install
 	find csrc third_party/accelrt -name '*.cpp' -o -name '*.h' | xargs clang-format --dry-run --Werror
 	$(PY) -m compileall -q torch_accel test benchmarks tools
 	$(PY) tools/check_package.py torch_accel
+	$(PY) tools/check_floors.py csrc
 
 # Sanitizers: accelrt's unit tests under its own `make asan`, then the extension
 # (accelrt linked in) built with TORCH_ACCEL_SANITIZE=1 (setup.py) and the tests

@@ -132,10 +132,10 @@ from torch_accel._inductor.codegen_config import CodegenConfig
 from torch_accel._inductor.registration import register
 
 # The CUDA runtime as Inductor and the patches see it: Triton, and a cuda
-# target (what the extension answers, from which torch_accel derives what the
-# runtime can do).
+# target (what the extension answers: its name, target and capabilities).
 torch_accel._C._runtime_name = lambda: "cuda"
 torch_accel._C._target_device_type = lambda: "cuda"
+torch_accel._C._runtime_capabilities = lambda: dict(host_memory=False, inductor_kernels="triton", compiles_triton=True)
 register(CodegenConfig("cuda", "triton"))
 
 h100 = types.SimpleNamespace(
@@ -302,6 +302,7 @@ def test_accel_is_a_gpu_type_on_the_cuda_runtime_before_anything_is_traced():
         import torch, torch_accel
         torch_accel._C._runtime_name = lambda: "cuda"
         torch_accel._C._target_device_type = lambda: "cuda"
+        torch_accel._C._runtime_capabilities = lambda: dict(host_memory=False, inductor_kernels="triton", compiles_triton=True)
         import torch._dynamo
         from torch._inductor import utils
         print(utils.is_gpu("accel"), utils.get_gpu_type(), "torch._inductor.codegen.common" in sys.modules)

@@ -189,8 +189,10 @@ class Capabilities:
         return f"Capabilities({fields})"
 
 
-# By target device type: accel memory is the target's memory and accel's
-# kernels are the target's, so what the runtime can do follows from it.
+# What a runtime whose target device type is the key answers (csrc/runtime's
+# CudaRuntime and HostRuntime: accel memory is the target's memory and accel's
+# kernels are the target's), for code that reasons about a runtime other than
+# this process's; this process's own answers come from its runtime.
 _CAPABILITIES_OF_TARGET = {
     "cpu": Capabilities(host_memory=True, inductor_kernels="cpp", compiles_triton=False),
     "cuda": Capabilities(host_memory=False, inductor_kernels="triton", compiles_triton=True),
@@ -202,9 +204,17 @@ def capabilities_of_target(target: str) -> Capabilities:
     return _CAPABILITIES_OF_TARGET[target]
 
 
+_capabilities: Optional[Capabilities] = None
+
+
 def capabilities() -> Capabilities:
-    """What the runtime of this process can do (see Capabilities)."""
-    return capabilities_of_target(_target_device_type())
+    """What the runtime of this process can do (see Capabilities), as the runtime answers it.
+
+    Never initialises accel: the runtime is selected, not started."""
+    global _capabilities
+    if _capabilities is None:
+        _capabilities = Capabilities(**_C._runtime_capabilities())
+    return _capabilities
 
 
 # --- devices ---------------------------------------------------------------------

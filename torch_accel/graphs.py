@@ -5,7 +5,7 @@ captured on the CUDA stream behind the current accel stream, with the caching
 allocator's private memory pools. On the host runtime, whose streams run work
 as it is issued, a capture records the work of the capturing stream instead of
 running it, and ``replay()`` runs the recorded kernels again on the same
-memory: the observable behaviour is CUDA's (see the README, "Graph capture").
+memory: the observable behaviour is CUDA's (see docs/graphs.md).
 ``make_graphed_callables`` (forward and backward graphs of modules and
 functions) is written on top of them, below, as in torch/cuda/graphs.py.
 """

@@ -1,5 +1,5 @@
 // The alias fallback: how every ATen operator without an accel kernel of its
-// own runs on accel (see "The alias fallback" in DESIGN.md).
+// own runs on accel (see "The alias fallback" in docs/design.md).
 //
 // A boxed fallback: it walks the operator's arguments and results as IValues
 // on the dispatcher's stack and leaves the semantics (target views, device
@@ -8,9 +8,10 @@
 // share.
 
 #include <csrc/aten/AliasFallback.h>
-#include <csrc/aten/GraphCapture.h>
 #include <csrc/aten/TargetCall.h>
 #include <csrc/aten/TargetTensor.h>
+#include <csrc/core/AccelDevice.h>
+#include <csrc/graphs/GraphCapture.h>
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
@@ -25,12 +26,6 @@
 
 namespace torch_accel {
 namespace {
-
-constexpr auto kAccel = c10::DeviceType::PrivateUse1;
-
-bool isAccel(const at::Tensor& tensor) {
-  return tensor.defined() && tensor.device().type() == kAccel;
-}
 
 // Operator facts per operator, per thread (so no lock).
 const OperatorFacts& factsFor(const c10::OperatorHandle& op) {

@@ -29,6 +29,7 @@
 // kernel: no dispatch mode (FakeTensorMode) intercepts it.
 
 #include <csrc/aten/AttentionBackendChoice.h>
+#include <csrc/core/AccelDevice.h>
 #include <csrc/runtime/Runtime.h>
 
 #include <ATen/RedispatchFunctions.h>
@@ -42,8 +43,6 @@
 
 namespace torch_accel {
 namespace {
-
-constexpr auto kAccel = c10::DeviceType::PrivateUse1;
 
 // A target tensor with `accel`'s sizes, strides, offset, dtype and
 // requires_grad, over no memory: only its metadata may be read.

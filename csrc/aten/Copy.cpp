@@ -6,9 +6,10 @@
 // copies between devices and stream ordering (on the current stream, which
 // on the CUDA runtime is the current accel stream) are all the target's.
 
-#include <csrc/aten/GraphCapture.h>
 #include <csrc/aten/QuantizedTargetTensor.h>
 #include <csrc/aten/TargetTensor.h>
+#include <csrc/core/AccelDevice.h>
+#include <csrc/graphs/GraphCapture.h>
 #include <csrc/profiler/DeviceActivity.h>
 
 #include <ATen/ATen.h>
@@ -22,10 +23,6 @@
 
 namespace torch_accel {
 namespace {
-
-bool isAccel(const at::Tensor& tensor) {
-  return tensor.defined() && tensor.device().type() == c10::DeviceType::PrivateUse1;
-}
 
 // A quantized accel tensor's target view is quantized too (`target`: its
 // plain target view), with the same quantizer (per-channel scales seen on

@@ -2,6 +2,7 @@
 // memoryless zero tensors autograd uses for gradients known to be zero).
 
 #include <csrc/aten/Empty.h>
+#include <csrc/core/AccelDevice.h>
 #include <csrc/runtime/Runtime.h>
 
 #include <ATen/Context.h>
@@ -12,8 +13,6 @@
 
 namespace torch_accel {
 namespace {
-
-constexpr auto kAccel = c10::DeviceType::PrivateUse1;
 
 // With torch.use_deterministic_algorithms(True) and
 // torch.utils.deterministic.fill_uninitialized_memory (the default), a new

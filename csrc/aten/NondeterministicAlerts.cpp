@@ -140,7 +140,7 @@ void alertIfNondeterministicOnCuda(const CudaNondeterministicAlert& alert, c10::
     return;
   }
   // CUDA's kernels raise their own alerts (see the header).
-  if (runtime().targetType() == c10::DeviceType::CUDA) {
+  if (runtime().targetKernelsRaiseCudaAlerts()) {
     return;
   }
   if (alert.applies(arguments)) {

@@ -1,6 +1,8 @@
 // Tensor.record_stream(s): tells the allocator that `s` uses the tensor's
 // memory, so the memory is not reused before s's work on it is done.
 
+#include <csrc/core/AccelDevice.h>
+
 #include <ATen/core/Tensor.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/library.h>
@@ -10,7 +12,7 @@ namespace {
 
 void record_stream(at::Tensor& self, c10::Stream stream) {
   TORCH_CHECK(
-      stream.device_type() == c10::DeviceType::PrivateUse1,
+      stream.device_type() == kAccel,
       "record_stream of an accel tensor needs an accel stream, got a stream of ",
       stream.device());
   TORCH_CHECK(
@@ -19,7 +21,7 @@ void record_stream(at::Tensor& self, c10::Stream stream) {
       self.device(),
       " but the stream is on ",
       stream.device());
-  c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)->recordDataPtrOnStream(self.storage().data_ptr(), stream);
+  c10::impl::getDeviceGuardImpl(kAccel)->recordDataPtrOnStream(self.storage().data_ptr(), stream);
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {

@@ -2,6 +2,7 @@
 // empty one.
 
 #include <csrc/aten/StorageResize.h>
+#include <csrc/core/AccelDevice.h>
 
 #include <ATen/core/Tensor.h>
 #include <ATen/native/Resize.h>
@@ -30,7 +31,7 @@ at::Tensor& set_storage_offset(
     impl->set_sizes_contiguous(size);
   }
   // A storage too small for the new shape grows, its new bytes filled in
-  // deterministic mode (see ensureStorageFits and the README).
+  // deterministic mode (see ensureStorageFits and docs/alias-fallback.md#deterministic-mode).
   ensureStorageFits(self);
   return self;
 }
@@ -51,7 +52,7 @@ at::Tensor& set_tensor(at::Tensor& self, const at::Tensor& source) {
 
 at::Tensor& set_empty(at::Tensor& self) {
   c10::DeviceGuard guard(self.device()); // the empty storage belongs to self's device
-  auto* allocator = c10::GetAllocator(c10::DeviceType::PrivateUse1);
+  auto* allocator = c10::GetAllocator(kAccel);
   c10::Storage empty(c10::Storage::use_byte_size_t(), 0, allocator->allocate(0), allocator, /*resizable=*/true);
   return set_storage_offset(self, std::move(empty), 0, {0}, {});
 }

@@ -1,4 +1,5 @@
 #include <csrc/aten/SparseTargetTensor.h>
+#include <csrc/core/AccelDevice.h>
 #include <csrc/runtime/Runtime.h>
 
 #include <ATen/SparseCsrTensorImpl.h>
@@ -7,8 +8,6 @@
 
 namespace torch_accel {
 namespace {
-
-constexpr auto kAccel = c10::DeviceType::PrivateUse1;
 
 at::SparseTensorImpl* cooImpl(const at::Tensor& tensor) {
   return static_cast<at::SparseTensorImpl*>(tensor.unsafeGetTensorImpl());

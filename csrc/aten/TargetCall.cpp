@@ -1,11 +1,12 @@
-#include <csrc/aten/NestedTargetTensor.h>
-#include <csrc/aten/QuantizedTargetTensor.h>
+// The dense path of an operator call: plain strided arguments and results.
+// Every tensor of another kind (quantized, sparse, nested, or one accel
+// lacks) goes through the seam of TargetCall.h to TargetCallKinds.cpp.
+
 #include <csrc/aten/SparseTargetTensor.h>
 #include <csrc/aten/TargetCall.h>
 #include <csrc/aten/TargetTensor.h>
+#include <csrc/core/AccelDevice.h>
 
-#include <ATen/quantized/QTensorImpl.h>
-#include <c10/core/GradMode.h>
 #include <c10/core/TensorImpl.h>
 
 #include <algorithm>
@@ -14,8 +15,6 @@
 
 namespace torch_accel {
 namespace {
-
-constexpr auto kAccel = c10::DeviceType::PrivateUse1;
 
 std::atomic<uint64_t> callCount{0};
 
@@ -77,25 +76,11 @@ at::Tensor withMetadataOf(const at::Tensor& like, c10::intrusive_ptr<c10::Tensor
   return at::Tensor(std::move(impl));
 }
 
-// The storage a target view has now (a kernel may have given it another:
-// set_). Target views are plain strided tensors of ours, whose storage needs
-// no checked access.
-const c10::StorageImpl* storageOfView(const at::Tensor& target) {
-  return target.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl();
-}
-
 bool hasWeakReferences(c10::StorageImpl* storage) {
   auto owner = c10::intrusive_ptr<c10::StorageImpl>::reclaim(storage);
   const bool weak = owner.weak_use_count() > 1; // 1: the strong references' own
   owner.release();
   return weak;
-}
-
-// `keys` (an accel tensor's) with the functionality of a quantized tensor,
-// or of a plain one: those of a view of that tensor with the other kind.
-c10::DispatchKeySet withQuantizedKey(c10::DispatchKeySet keys, bool quantized) {
-  return quantized ? keys.remove(c10::DispatchKey::Dense).add(c10::DispatchKey::Quantized)
-                   : keys.remove(c10::DispatchKey::Quantized).add(c10::DispatchKey::Dense);
 }
 
 // The keys of a target TensorImpl as its constructor makes them, out of and
@@ -125,10 +110,11 @@ bool isFreshTargetTensor(const at::Tensor& result) {
          (result_keys == inference_keys || impl->version_counter().current_version() == 0);
 }
 
-// How a tensor that accel cannot represent is named in errors: by its
-// layout (Mkldnn, ...).
-std::string kindOf(const at::Tensor& tensor) {
-  return c10::str(tensor.layout());
+// Whether `tensor` is of a kind other than plain strided: quantized, sparse,
+// nested, or of a layout accel lacks (tests of its dispatch keys, as every
+// argument and result of every call is asked).
+C10_ALWAYS_INLINE bool isOfAnotherKind(const at::Tensor& tensor) {
+  return tensor.is_quantized() || isSparse(tensor) || tensor.is_nested() || tensor.layout() != at::kStrided;
 }
 
 c10::Storage accelStorage(c10::DataPtr data, size_t nbytes) {
@@ -171,24 +157,6 @@ TargetCall::~TargetCall() {
 
 // --- Arguments ----------------------------------------------------------------
 
-namespace {
-
-// A few target kernels compute more when their inputs need gradients and
-// grad mode is on (sparse.mm's amax/amin reductions keep the argmax indices
-// their backward reads; the SDPA choice refuses some backends), and the
-// target kernel runs below autograd with grad mode as the caller left it. A
-// target view requires grad where its accel tensor does, so the kernel
-// computes what it computes for the target's tensors. Only under grad mode:
-// no kernel reads requires_grad without it, and a view that requires grad
-// is not recycled (optimizer steps under no_grad keep theirs cheap).
-void mirrorRequiresGrad(const at::Tensor& accel, at::Tensor& target) {
-  if (C10_UNLIKELY(accel.requires_grad()) && c10::GradMode::is_enabled()) {
-    target.unsafeGetTensorImpl()->set_requires_grad(true);
-  }
-}
-
-} // namespace
-
 at::Tensor TargetCall::mapTensor(c10::MaybeOwned<at::Tensor> accel, bool is_mutable) {
   // The same accel tensor passed twice (self and out=self) must be the same
   // target tensor, as on the target: kernels treat an output that is also an
@@ -200,77 +168,13 @@ at::Tensor TargetCall::mapTensor(c10::MaybeOwned<at::Tensor> accel, bool is_muta
       return mapped.target;
     }
   }
-  if (isSparse(*accel) || accel->is_nested()) {
-    return mapComposed(std::move(accel), is_mutable);
+  if (C10_UNLIKELY(isOfAnotherKind(*accel))) {
+    return mapTensorOfKind(std::move(accel), is_mutable);
   }
-  TORCH_CHECK_NOT_IMPLEMENTED(
-      accel->layout() == at::kStrided,
-      "The operator '",
-      facts_.name,
-      "' got an accel tensor of kind ",
-      kindOf(*accel),
-      "; accel supports strided, quantized, sparse and nested tensors");
   noteDevice(accel->device().index());
-  // A quantized tensor's target view has a target quantizer, whose
-  // per-channel scales and zero points are mapped as arguments of their own
-  // (before the lookup below: mapping them adds to inputs_).
-  at::QuantizerPtr quantizer;
-  if (accel->is_quantized()) {
-    at::QuantizerPtr accel_quantizer = quantizerOf(*accel);
-    for (const auto& [target_quantizer, known] : quantizers_) {
-      if (known == accel_quantizer) {
-        quantizer = target_quantizer;
-        break;
-      }
-    }
-    if (!quantizer) {
-      quantizer = mapQuantizer(accel_quantizer, [&](const at::Tensor& part) {
-        return mapTensor(c10::MaybeOwned<at::Tensor>::owned(at::Tensor(part)), /*is_mutable=*/false);
-      });
-      quantizers_.emplace_back(quantizer, std::move(accel_quantizer));
-    }
-  }
-  // Another view of a storage already mapped (x[1:] and x[:-1]) gets a
-  // view of the same target storage, or the target kernel could not tell
-  // that the two overlap.
   const c10::StorageImpl* accel_storage = accel->storage().unsafeGetStorageImpl();
-  const MappedTensor* same_storage = nullptr;
-  for (const auto& mapped : inputs_) {
-    if (mapped.accel_storage == accel_storage) {
-      same_storage = &mapped;
-      break;
-    }
-  }
-  // Resizable even when not written to here: the same tensor may come back
-  // as a mutable argument later in the argument list.
-  if (!inference_mode_.has_value()) {
-    inference_mode_ = inferenceModeEnabled(); // once per call, for all its views
-  }
-  at::Tensor target =
-      same_storage ? toTargetSharingStorage(*accel, same_storage->target) : toResizableTarget(*accel, *inference_mode_);
-  if (quantizer) {
-    target = quantizedTarget(target, std::move(quantizer));
-  }
-  mirrorRequiresGrad(*accel, target);
-  c10::StorageImpl* target_storage = target.storage().unsafeGetStorageImpl();
-  inputs_.emplace_back(std::move(accel), target, accel_storage, target_storage, is_mutable);
-  any_mutable_ |= is_mutable;
-  return target;
-}
-
-at::Tensor TargetCall::mapComposed(c10::MaybeOwned<at::Tensor> accel, bool is_mutable) {
-  noteDevice(accel->device().index());
-  // Its parts are arguments of their own: results that are (views of) them
-  // map back to them, and kernels that write to a written tensor's parts in
-  // place (or resize them) write to the accel parts.
-  const auto map_part = [&](const at::Tensor& part) {
-    return mapTensor(c10::MaybeOwned<at::Tensor>::owned(at::Tensor(part)), is_mutable);
-  };
-  at::Tensor target =
-      accel->is_nested() ? nestedOver(map_part(bufferOf(*accel)), *accel) : sparseTarget(*accel, map_part);
-  mirrorRequiresGrad(*accel, target);
-  inputs_.emplace_back(std::move(accel), target, nullptr, nullptr, is_mutable);
-  any_mutable_ |= is_mutable;
+  at::Tensor target = targetOverMemory(*accel, accel_storage);
+  addInput(std::move(accel), target, accel_storage, is_mutable);
   return target;
 }
 
@@ -422,27 +326,19 @@ void TargetCall::syncBack() {
   c10::SmallVector<const c10::StorageImpl*, 4> synced;
   for (auto& mapped : inputs_) {
     if (!mapped.mutable_ || mapped.target_storage == nullptr) {
-      continue; // tensors made of parts: their parts are synced here, sparse tensors below
+      continue; // tensors made of parts: their parts are synced here, the tensors in syncComposed()
     }
     const bool storage_synced = std::find(synced.begin(), synced.end(), mapped.target_storage) != synced.end();
     if (!storage_synced) {
       synced.push_back(mapped.target_storage);
     }
     syncBack(mapped, /*storage_synced=*/storage_synced);
-    if (mapped.accel->is_quantized()) {
-      // copy_ gives its destination the source's quantizer, set_quantizer_ any.
-      at::QuantizerPtr quantizer = accelQuantizer(quantizerOf(mapped.target));
-      if (quantizer != quantizerOf(*mapped.accel)) {
-        at::get_qtensorimpl(*mapped.accel)->set_quantizer_(std::move(quantizer));
-      }
+    if (C10_UNLIKELY(mapped.accel->is_quantized())) {
+      syncQuantizer(mapped);
     }
   }
-  for (auto& mapped : inputs_) {
-    if (mapped.mutable_ && isSparse(*mapped.accel)) {
-      // New parts are results that only this tensor holds.
-      forEachPart(mapped.target, [&](const at::Tensor& part) { countResult(part); });
-      syncSparse(*mapped.accel, mapped.target, [&](const at::Tensor& part) { return mapResult(part); });
-    }
+  if (C10_UNLIKELY(any_composed_)) {
+    syncComposed();
   }
 }
 
@@ -507,28 +403,31 @@ void TargetCall::countResult(const at::Tensor& result) {
   if (!result.defined()) {
     return;
   }
-  if (isSparse(result)) {
-    forEachPart(result, [&](const at::Tensor& part) { countResult(part); });
+  if (C10_UNLIKELY(isSparse(result))) {
+    countParts(result);
   } else if (result.has_storage()) {
     ++resultStorageRefs(result.storage().unsafeGetStorageImpl());
   }
 }
 
 bool TargetCall::aliasesAnArgument(const at::Tensor& result) const {
-  if (isSparse(result)) {
-    bool aliases = false;
-    forEachPart(result, [&](const at::Tensor& part) { aliases |= aliasesAnArgument(part); });
-    return aliases;
+  if (C10_UNLIKELY(isSparse(result))) {
+    return partAliasesAnArgument(result);
   }
-  if (!result.has_storage()) {
-    return false;
+  return result.has_storage() && argumentViewedBy(result) != nullptr;
+}
+
+c10::DispatchKeySet TargetCall::viewKeys(const at::Tensor& base, bool quantized) {
+  // A view keeps its base's keys (autograd, or none for an inference
+  // tensor) but not its lazy conjugation or negation bits; a view of the
+  // other kind (a plain view of a quantized tensor's memory, or the reverse)
+  // swaps the functionality key.
+  auto keys = base.key_set().remove(c10::DispatchKey::Conjugate).remove(c10::DispatchKey::Negative);
+  if (quantized != base.is_quantized()) {
+    keys = quantized ? keys.remove(c10::DispatchKey::Dense).add(c10::DispatchKey::Quantized)
+                     : keys.remove(c10::DispatchKey::Quantized).add(c10::DispatchKey::Dense);
   }
-  for (const auto& mapped : inputs_) {
-    if (mapped.target_storage != nullptr && result.storage().unsafeGetStorageImpl() == storageOfView(mapped.target)) {
-      return true;
-    }
-  }
-  return false;
+  return keys;
 }
 
 const at::Tensor* TargetCall::accelOf(const at::Tensor& target) const {
@@ -554,51 +453,17 @@ at::Tensor TargetCall::mapResult(const at::Tensor& result) {
   if (const at::Tensor* accel = accelOf(result)) {
     return *accel; // in-place and out= results are the argument
   }
-  if (isSparse(result)) {
-    return sparseAccel(result, device_, [&](const at::Tensor& part) { return mapResult(part); });
+  if (C10_UNLIKELY(isOfAnotherKind(result) || !result.has_storage())) {
+    return mapResultOfKind(result);
   }
-  if (result.is_nested()) {
-    // The buffer is a result (a view of an argument, or memory to adopt)
-    // that holds the storage too.
-    at::Tensor buffer = bufferOf(result);
-    countResult(buffer);
-    return nestedOver(mapResult(buffer), result);
-  }
-  TORCH_CHECK_NOT_IMPLEMENTED(
-      result.layout() == at::kStrided && result.has_storage(),
-      "The operator '",
-      facts_.name,
-      "' is not implemented for the accel device: on its target device (",
-      c10::DeviceTypeName(runtime().targetType(), /*lower_case=*/true),
-      ") it returns a tensor of kind ",
-      kindOf(result),
-      ", which accel does not support (accel tensors are strided, quantized, sparse or nested)");
-  const c10::StorageImpl* storage = result.storage().unsafeGetStorageImpl();
-  for (const auto& mapped : inputs_) {
-    if (mapped.target_storage != nullptr && storage == storageOfView(mapped.target)) {
-      // A view keeps its base's keys (autograd, or none for an inference
-      // tensor) but not its lazy conjugation or negation bits.
-      auto keys = mapped.accel->key_set().remove(c10::DispatchKey::Conjugate).remove(c10::DispatchKey::Negative);
-      if (result.is_quantized() != mapped.accel->is_quantized()) {
-        keys = withQuantizedKey(keys, result.is_quantized());
-      }
-      if (result.is_quantized()) {
-        return quantizedAccel(
-            c10::Storage(mapped.accel->storage()),
-            result,
-            accelQuantizer(quantizerOf(result)),
-            keys,
-            /*is_view=*/true);
-      }
-      return withMetadataOf(
-          result,
-          c10::make_intrusive<c10::TensorImpl>(
-              c10::TensorImpl::VIEW, c10::Storage(mapped.accel->storage()), keys, result.dtype()));
-    }
-  }
-  if (result.is_quantized()) {
-    return quantizedAccel(
-        adoptStorage(result.storage()), result, accelQuantizer(quantizerOf(result)), {}, /*is_view=*/false);
+  if (const MappedTensor* base = argumentViewedBy(result)) {
+    return withMetadataOf(
+        result,
+        c10::make_intrusive<c10::TensorImpl>(
+            c10::TensorImpl::VIEW,
+            c10::Storage(base->accel->storage()),
+            viewKeys(*base->accel, /*quantized=*/false),
+            result.dtype()));
   }
   c10::Storage accel_storage = adoptStorage(result.storage());
   if (isFreshTargetTensor(result)) {
@@ -616,23 +481,6 @@ at::Tensor TargetCall::mapResult(const at::Tensor& result) {
       result,
       c10::make_intrusive<c10::TensorImpl>(
           std::move(accel_storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), result.dtype()));
-}
-
-// The accel quantizer for a target quantizer: the one it stands for, or a
-// new one whose parts (per-channel scales and zero points) are mapped as
-// results are.
-at::QuantizerPtr TargetCall::accelQuantizer(const at::QuantizerPtr& target) {
-  for (const auto& [known, accel] : quantizers_) {
-    if (known == target) {
-      return accel;
-    }
-  }
-  at::QuantizerPtr accel = mapQuantizer(target, [&](const at::Tensor& part) {
-    countResult(part);
-    return mapResult(part);
-  });
-  quantizers_.emplace_back(target, accel);
-  return accel;
 }
 
 c10::Storage TargetCall::adoptStorage(const c10::Storage& target) {

@@ -18,6 +18,7 @@
 #include <csrc/aten/AliasFallback.h>
 #include <csrc/aten/TargetCall.h>
 #include <csrc/aten/TargetTensor.h>
+#include <csrc/core/AccelDevice.h>
 #include <csrc/runtime/GraphRecording.h>
 
 #include <ATen/core/List.h>
@@ -93,10 +94,6 @@
 
 namespace torch_accel {
 namespace {
-
-bool isAccel(const at::Tensor& tensor) {
-  return tensor.defined() && tensor.device().type() == c10::DeviceType::PrivateUse1;
-}
 
 // A tensor argument's target counterpart: the target view of an accel tensor,
 // or the tensor itself, borrowed (no reference count change).

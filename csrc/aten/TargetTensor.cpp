@@ -1,4 +1,5 @@
 #include <csrc/aten/TargetTensor.h>
+#include <csrc/core/AccelDevice.h>
 #include <csrc/runtime/Runtime.h>
 
 #include <c10/core/AutogradState.h>
@@ -271,7 +272,7 @@ void pointTo(c10::TensorImpl* impl, c10::DataPtr data, size_t nbytes, caffe2::Ty
 at::Tensor targetOver(
     const at::Tensor& accel, bool resizable, bool keep_alive, bool recycle, const bool* inference_mode = nullptr) {
   const c10::Device accel_device = accel.device();
-  TORCH_INTERNAL_ASSERT(accel_device.type() == c10::DeviceType::PrivateUse1);
+  TORCH_INTERNAL_ASSERT(accel_device.type() == kAccel);
   // Every operator and copy hands accel memory to target kernels here: in a
   // process forked after initialisation that memory is not this process's.
   checkNotInBadFork();
@@ -315,7 +316,7 @@ bool hasRecycledTarget() {
 }
 
 at::Tensor toTargetSharingStorage(const at::Tensor& accel, const at::Tensor& same_storage) {
-  TORCH_INTERNAL_ASSERT(accel.device().type() == c10::DeviceType::PrivateUse1);
+  TORCH_INTERNAL_ASSERT(accel.device().type() == kAccel);
   TORCH_INTERNAL_ASSERT(same_storage.storage().data() == accel.storage().data());
   return withViewMetadata(targetImpl(same_storage.storage(), accel.dtype()), accel, /*recycled=*/false);
 }
@@ -329,7 +330,7 @@ void recycleTarget(at::Tensor&& target, bool written_to) {
 }
 
 at::Tensor toTargetIfAccel(const at::Tensor& tensor) {
-  return tensor.defined() && tensor.device().type() == c10::DeviceType::PrivateUse1 ? toTarget(tensor) : tensor;
+  return isAccel(tensor) ? toTarget(tensor) : tensor;
 }
 
 c10::DispatchKey targetDispatchKey() {

@@ -1,6 +1,7 @@
 #include <csrc/distributed/AccelBackend.h>
 
 #include <csrc/aten/TargetTensor.h>
+#include <csrc/core/AccelDevice.h>
 #include <csrc/distributed/AccelWork.h>
 #include <csrc/runtime/Runtime.h>
 
@@ -9,8 +10,6 @@
 
 namespace torch_accel {
 namespace {
-
-constexpr auto kAccel = c10::DeviceType::PrivateUse1;
 
 // The tensors of one collective, seen by the engine as target tensors over
 // the same memory. Checks that every tensor is an accel tensor and that all

@@ -7,6 +7,8 @@
 // with timing events on the current accel stream (CUDA events on the CUDA
 // runtime, host timestamps on the host runtime).
 
+#include <csrc/core/AccelDevice.h>
+
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/Event.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
@@ -16,8 +18,6 @@
 
 namespace torch_accel {
 namespace {
-
-constexpr auto kAccel = c10::DeviceType::PrivateUse1;
 
 class AccelTimer final : public c10d::Timer {
 public:
@@ -83,5 +83,5 @@ private:
 
 namespace c10d {
 // The registry lives in c10d; its registration macro names it unqualified.
-C10_REGISTER_TYPED_CLASS(TimerRegistry, c10::DeviceType::PrivateUse1, torch_accel::AccelTimer);
+C10_REGISTER_TYPED_CLASS(TimerRegistry, torch_accel::kAccel, torch_accel::AccelTimer);
 } // namespace c10d

@@ -1,3 +1,4 @@
+#include <csrc/core/AccelDevice.h>
 #include <csrc/profiler/DeviceTimingEvent.h>
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -7,13 +8,13 @@ namespace torch_accel {
 namespace {
 
 const c10::impl::DeviceGuardImplInterface& accelGuard() {
-  return *c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1);
+  return *c10::impl::getDeviceGuardImpl(kAccel);
 }
 
 } // namespace
 
 DeviceTimingEvent::DeviceTimingEvent(c10::DeviceIndex device)
-    : stream_(accelGuard().getStream(c10::Device(c10::DeviceType::PrivateUse1, device))) {
+    : stream_(accelGuard().getStream(c10::Device(kAccel, device))) {
   // BACKEND_DEFAULT: an event that keeps time (PYTORCH_DEFAULT would create
   // CUDA events with timing disabled).
   accelGuard().record(&event_, stream_, device, c10::EventFlag::BACKEND_DEFAULT);

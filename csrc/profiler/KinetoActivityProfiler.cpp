@@ -27,6 +27,7 @@
 // without exporting it: compile the little this file uses into it.
 #define FMT_HEADER_ONLY
 
+#include <csrc/core/AccelDevice.h>
 #include <csrc/profiler/DeviceActivity.h>
 #include <csrc/runtime/Runtime.h>
 
@@ -53,14 +54,8 @@ namespace {
 
 using libkineto::ActivityType;
 
-// Whether Kineto's own tracer records the kernels of `target` (CUPTI for
-// CUDA). accel's kernels are the target's, so Kineto then sees them already.
-bool kinetoRecordsKernelsOf(c10::DeviceType target) {
-  return target == c10::DeviceType::CUDA;
-}
-
 c10::DeviceIndex accelDeviceCount() {
-  return c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)->deviceCount();
+  return c10::impl::getDeviceGuardImpl(kAccel)->deviceCount();
 }
 
 // The span our activities name: it must outlive the trace, which copies them.
@@ -189,7 +184,7 @@ public:
     // process without accel devices, nor one whose kernels Kineto records
     // itself (see the top of this file).
     if (activity_types.count(ActivityType::CONCURRENT_KERNEL) == 0 || accelDeviceCount() == 0 ||
-        kinetoRecordsKernelsOf(runtime().targetType())) {
+        runtime().kinetoTracesTargetKernels()) {
       return nullptr;
     }
     return std::make_unique<AccelProfilerSession>();

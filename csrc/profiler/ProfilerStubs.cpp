@@ -13,6 +13,7 @@
 // stub that cannot record leaves the event empty, which PyTorch reports as
 // "no device time", and says why once.
 
+#include <csrc/core/AccelDevice.h>
 #include <csrc/profiler/DeviceTimingEvent.h>
 #include <csrc/runtime/Runtime.h>
 
@@ -33,8 +34,6 @@ namespace {
 using torch::profiler::impl::ProfilerStubs;
 using torch::profiler::impl::ProfilerVoidEventStub;
 
-constexpr auto kAccel = c10::DeviceType::PrivateUse1;
-
 const c10::impl::DeviceGuardImplInterface& accelGuard() {
   return *c10::impl::getDeviceGuardImpl(kAccel);
 }
@@ -44,14 +43,14 @@ const c10::impl::DeviceGuardImplInterface& accelGuard() {
 // on the host runtime when PyTorch was built with ITT. nullptr otherwise.
 const ProfilerStubs* targetAnnotations() {
   const ProfilerStubs* stubs = nullptr;
-  switch (runtime().targetType()) {
-  case c10::DeviceType::CUDA:
+  switch (runtime().profilerAnnotations()) {
+  case ProfilerAnnotations::Nvtx:
     stubs = torch::profiler::impl::cudaStubs();
     break;
-  case c10::DeviceType::CPU:
+  case ProfilerAnnotations::Itt:
     stubs = torch::profiler::impl::ittStubs();
     break;
-  default:
+  case ProfilerAnnotations::None:
     break;
   }
   return stubs != nullptr && stubs->enabled() ? stubs : nullptr;

@@ -1,3 +1,4 @@
+#include <csrc/core/AccelDevice.h>
 #include <csrc/python/CapturedCall.h>
 #include <csrc/python/Graphs.h>
 #include <csrc/runtime/Graph.h>
@@ -27,7 +28,7 @@ void initGraphBindings(py::module& m) {
           "register_generator_state",
           [](Graph& self, const at::Generator& generator) {
             TORCH_CHECK_VALUE(
-                generator.device().type() == c10::DeviceType::PrivateUse1,
+                generator.device().type() == kAccel,
                 "accel Graph.register_generator_state() takes an accel generator (torch.Generator(\"accel\")); got "
                 "one for ",
                 generator.device());

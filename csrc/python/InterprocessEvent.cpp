@@ -12,6 +12,7 @@
 // stream that first records it, or on the current device when ipc_handle()
 // is asked first.
 
+#include <csrc/core/AccelDevice.h>
 #include <csrc/python/InterprocessEvent.h>
 #include <csrc/runtime/Runtime.h>
 
@@ -29,8 +30,6 @@ namespace torch_accel {
 namespace {
 
 namespace py = pybind11;
-
-constexpr auto kAccel = c10::DeviceType::PrivateUse1;
 
 // One runtime event, destroyed with the last InterprocessEvent that uses it.
 class RuntimeEvent {

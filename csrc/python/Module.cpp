@@ -7,6 +7,7 @@
 #include <csrc/aten/Empty.h>
 #include <csrc/aten/FusedRnnCells.h>
 #include <csrc/aten/TargetCall.h>
+#include <csrc/core/AccelDevice.h>
 #ifdef TORCH_ACCEL_WITH_DISTRIBUTED
 #include <csrc/python/Distributed.h>
 #endif
@@ -40,8 +41,6 @@ namespace torch_accel {
 namespace {
 
 namespace py = pybind11;
-
-constexpr auto kAccel = c10::DeviceType::PrivateUse1;
 
 const c10::impl::DeviceGuardImplInterface& guard() {
   return *c10::impl::getDeviceGuardImpl(kAccel);
@@ -341,6 +340,16 @@ PYBIND11_MODULE(_C, m) {
   // Runtime selection and initialisation.
   m.def("_runtime_name", [] { return std::string(runtime().name()); });
   m.def("_target_device_type", [] { return c10::DeviceTypeName(runtime().targetType(), /*lower_case=*/true); });
+  // What the runtime can do, for the Python code that must choose
+  // (torch_accel/_core.py's capabilities(); Runtime.h's "Capabilities").
+  m.def("_runtime_capabilities", [] {
+    const Runtime& rt = runtime();
+    py::dict capabilities;
+    capabilities["host_memory"] = rt.memoryIsHostMemory();
+    capabilities["inductor_kernels"] = rt.inductorKernels() == InductorKernels::Triton ? "triton" : "cpp";
+    capabilities["compiles_triton"] = rt.compilesTriton();
+    return capabilities;
+  });
   // Forked after initialisation: the runtime's own flag (set whenever the
   // runtime initialised) or torch's (set when Python initialised accel).
   const auto in_bad_fork = [] { return inBadFork() || torch::utils::is_device_in_bad_fork(kAccel); };

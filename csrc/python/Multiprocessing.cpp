@@ -3,6 +3,7 @@
 // (Runtime::shareStorage); these only move storages and handles across the
 // Python boundary.
 
+#include <csrc/core/AccelDevice.h>
 #include <csrc/python/Multiprocessing.h>
 #include <csrc/runtime/Runtime.h>
 
@@ -17,8 +18,6 @@ namespace torch_accel {
 namespace {
 
 namespace py = pybind11;
-
-constexpr auto kAccel = c10::DeviceType::PrivateUse1;
 
 const c10::Storage& accelStorage(py::handle obj) {
   TORCH_CHECK_TYPE(THPStorage_Check(obj.ptr()), "expected a torch.UntypedStorage, got ", Py_TYPE(obj.ptr())->tp_name);

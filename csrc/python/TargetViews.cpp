@@ -1,6 +1,7 @@
 #include <csrc/python/TargetViews.h>
 
 #include <csrc/aten/TargetTensor.h>
+#include <csrc/core/AccelDevice.h>
 
 #include <c10/core/TensorImpl.h>
 #include <c10/core/impl/SizesAndStrides.h>
@@ -88,7 +89,7 @@ void initTargetViewBindings(py::module& m) {
   // (whether a recycled TensorImpl stood for `tensor`, its state); with
   // `recycled=False`, or when none waits on this thread, a new TensorImpl's.
   m.def("_target_view_state", [](const at::Tensor& tensor, bool recycled) {
-    TORCH_CHECK(tensor.device().type() == c10::DeviceType::PrivateUse1, "expected an accel tensor");
+    TORCH_CHECK(tensor.device().type() == kAccel, "expected an accel tensor");
     const bool from_recycled = recycled && hasRecycledTarget();
     at::Tensor view = recycled ? toResizableTarget(tensor) : toNewResizableTarget(tensor);
     py::dict state = describe(view);

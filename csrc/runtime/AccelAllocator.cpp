@@ -4,6 +4,7 @@
 // the selected runtime's allocator. torch.accel.memory_* and
 // torch.accelerator's memory functions reach the runtime through it.
 
+#include <csrc/core/AccelDevice.h>
 #include <csrc/runtime/Runtime.h>
 
 #include <c10/core/Allocator.h>
@@ -71,4 +72,4 @@ AccelAllocator accel_allocator;
 } // namespace
 } // namespace torch_accel
 
-REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &torch_accel::accel_allocator);
+REGISTER_ALLOCATOR(torch_accel::kAccel, &torch_accel::accel_allocator);

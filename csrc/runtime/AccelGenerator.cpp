@@ -1,3 +1,4 @@
+#include <csrc/core/AccelDevice.h>
 #include <csrc/runtime/AccelGenerator.h>
 #include <csrc/runtime/Runtime.h>
 
@@ -24,8 +25,7 @@ template <typename Fn> auto withTargetLock(const at::Generator& target, Fn&& fn)
 } // namespace
 
 AccelGeneratorImpl::AccelGeneratorImpl(c10::DeviceIndex device, at::Generator target)
-    : c10::GeneratorImpl(
-          c10::Device(c10::DeviceType::PrivateUse1, device), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
+    : c10::GeneratorImpl(c10::Device(kAccel, device), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
       target_(std::move(target)) {}
 
 void AccelGeneratorImpl::set_current_seed(uint64_t seed) {
@@ -96,7 +96,7 @@ TargetDefaultGeneratorAsAccel::TargetDefaultGeneratorAsAccel(c10::DeviceIndex de
     : target_default_(at::globalContext().defaultGenerator(targetDevice(device))),
       accel_target_(targetGenerator(defaultAccelGenerator(device))) {
   const Runtime& rt = runtime();
-  if (rt.isStreamCapturing(rt.getStream(c10::Device(c10::DeviceType::PrivateUse1, device)))) {
+  if (rt.isStreamCapturing(rt.getStream(c10::Device(kAccel, device)))) {
     // A graph being captured (CUDA's) forbids setting a generator's seed and
     // offset, and must see the draws on the state it registered (accel's):
     // the target's default generator shares accel's state object instead of

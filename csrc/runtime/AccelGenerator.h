@@ -1,5 +1,7 @@
 #pragma once
 
+#include <csrc/core/AccelDevice.h>
+
 #include <ATen/core/Generator.h>
 #include <c10/core/GeneratorImpl.h>
 
@@ -30,7 +32,7 @@ public:
   c10::intrusive_ptr<c10::GeneratorImpl> graphsafe_get_state() const override;
 
   static c10::DeviceType device_type() {
-    return c10::DeviceType::PrivateUse1;
+    return kAccel;
   }
 
 private:

@@ -7,6 +7,7 @@
 // here, so both runtimes report bad input alike. The methods that must not
 // throw (deviceCount, uncheckedSetDevice, destroyEvent) check nothing.
 
+#include <csrc/core/AccelDevice.h>
 #include <csrc/runtime/Runtime.h>
 
 #include <c10/macros/Macros.h>
@@ -17,7 +18,7 @@ namespace {
 
 c10::DeviceIndex resolveIndex(c10::Device device) {
   checkNotInBadFork();
-  TORCH_CHECK(device.type() == c10::DeviceType::PrivateUse1, "Expected an accel device, but got ", device);
+  TORCH_CHECK(device.type() == kAccel, "Expected an accel device, but got ", device);
   // The common case, an existing device named by index (every guard that
   // operators take), costs one device-count query; the checks below only
   // run to report bad input.
@@ -33,21 +34,18 @@ c10::DeviceIndex resolveIndex(c10::Device device) {
 }
 
 c10::Device accelDevice(c10::DeviceIndex index) {
-  return c10::Device(c10::DeviceType::PrivateUse1, index);
+  return c10::Device(kAccel, index);
 }
 
 void checkStream(const c10::Stream& stream) {
   checkNotInBadFork();
-  TORCH_CHECK(
-      stream.device_type() == c10::DeviceType::PrivateUse1,
-      "Expected an accel stream, but got a stream of device ",
-      stream.device());
+  TORCH_CHECK(stream.device_type() == kAccel, "Expected an accel stream, but got a stream of device ", stream.device());
   checkDeviceIndex(stream.device_index());
 }
 
 struct AccelGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::DeviceType type() const override {
-    return c10::DeviceType::PrivateUse1;
+    return kAccel;
   }
 
   c10::Device exchangeDevice(c10::Device device) const override {

@@ -1,3 +1,4 @@
+#include <csrc/core/AccelDevice.h>
 #include <csrc/runtime/GraphRecording.h>
 #include <csrc/runtime/Runtime.h>
 
@@ -113,7 +114,7 @@ RecordingCapture* recordingCaptureOf(const c10::Stream& stream) {
 }
 
 RecordingCapture* recordingCaptureOnCurrentStream(c10::DeviceIndex device) {
-  return recordingCaptureOf(runtime().getStream(c10::Device(c10::DeviceType::PrivateUse1, device)));
+  return recordingCaptureOf(runtime().getStream(c10::Device(kAccel, device)));
 }
 
 RecordingCapture* recordingCaptureOnDevice(c10::DeviceIndex device) {

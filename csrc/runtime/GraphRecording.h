@@ -6,7 +6,7 @@
 // stream cannot capture work the way a CUDA stream does. A host capture
 // (runtime/host/HostGraph) registers here instead, and the accel kernels that
 // run work (csrc/aten: the alias fallback and the unboxed kernels through
-// GraphCapture.h, copies) ask, before running anything, whether the current
+// csrc/graphs/GraphCapture.h, copies) ask, before running anything, whether the current
 // stream of their device is being recorded; if so, they record a step that
 // replays the work and hand back results without running it. Whatever needs
 // the results of the recorded work (a synchronisation, Tensor.item(), a copy

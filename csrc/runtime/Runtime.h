@@ -15,6 +15,7 @@
 // which runtime is running; it asks the runtime for what it needs (for
 // example targetType(), the device type whose kernels run accel's work).
 
+#include <csrc/core/AccelDevice.h>
 #include <csrc/runtime/Graph.h>
 #include <csrc/runtime/ObservableAllocator.h>
 
@@ -70,13 +71,35 @@ struct SharedStorageHandle {
   std::string key;
 };
 
+// Which kernels Inductor generates for accel unless TORCH_ACCEL_INDUCTOR
+// says otherwise (torch_accel/_inductor/codegen_config.py).
+enum class InductorKernels {
+  Cpp,    // Inductor's C++ kernels, as for cpu
+  Triton, // Triton kernels, as for cuda
+};
+
+// The annotation ranges (torch.profiler's mark, range push and pop) that
+// accel's profiler stubs forward to.
+enum class ProfilerAnnotations {
+  None,
+  Nvtx, // NVTX, registered by libtorch_cuda
+  Itt,  // Intel ITT, where PyTorch was built with it
+};
+
+// The contract, by concern: the device, memory, streams and events, graphs,
+// and the capabilities that code above the interface asks instead of which
+// runtime runs. The devices, streams and events of c10's guard interface
+// (getDevice, getStream, record, block, ...) are part of it too.
 class Runtime : public c10::impl::DeviceGuardImplInterface {
 public:
   c10::DeviceType type() const final {
-    return c10::DeviceType::PrivateUse1;
+    return kAccel;
   }
 
-  // "cuda" or "host": reported to users, never branched on.
+  // === The device ==========================================================
+
+  // "cuda" or "host": for messages to users only, never branched on (code
+  // above the interface asks a capability instead: see the last group).
   virtual const char* name() const noexcept = 0;
 
   // The device type whose kernels, tensors and generators stand in for accel's.
@@ -92,17 +115,16 @@ public:
 
   virtual DeviceProperties getDeviceProperties(c10::DeviceIndex device) const = 0;
 
+  // A new, unshared generator of the target device type for accel:`device`.
+  // accel generators wrap one each, so accel random streams are independent
+  // of the target's default generators yet produce the same numbers for the
+  // same seed.
+  virtual at::Generator newTargetGenerator(c10::DeviceIndex device) const = 0;
+
+  // === Memory ==============================================================
+
   // The accel device whose memory holds `ptr`; throws for foreign memory.
   virtual c10::Device getDeviceFromPtr(const void* ptr) const = 0;
-
-  // Range of stream priorities, as (lowest priority, highest priority), with
-  // CUDA's convention that a smaller number is a higher priority.
-  // getNewStream() clamps a priority outside it to the nearest end.
-  virtual std::pair<int, int> streamPriorityRange() const = 0;
-
-  // The priority of `stream`, a value of streamPriorityRange() (the default
-  // stream's is 0, the lowest).
-  virtual int streamPriority(const c10::Stream& stream) const = 0;
 
   // Allocates accel memory on the current accel device; its DataPtrs carry
   // accel devices and are freed by the runtime.
@@ -116,13 +138,20 @@ public:
   virtual c10::Allocator* pinnedAllocator() const = 0;
   virtual bool isPinnedPtr(const void* ptr) const = 0;
 
-  // A new, unshared generator of the target device type for accel:`device`.
-  // accel generators wrap one each, so accel random streams are independent
-  // of the target's default generators yet produce the same numbers for the
-  // same seed.
-  virtual at::Generator newTargetGenerator(c10::DeviceIndex device) const = 0;
+  // --- Target allocations, for the alias fallback (csrc/aten/TargetCall) ---
 
-  // --- Sharing memory between processes (torch.multiprocessing) ----------
+  // While enabled on this thread, memory that target kernels allocate is
+  // accel memory of the current accel device, so results can be adopted
+  // without a copy. Returns the previous setting. (CUDA: CUDA memory is accel
+  // memory already; host: CPU allocations are redirected to accelrt.)
+  virtual bool exchangeTargetAllocationsAreAccel(bool enabled) const noexcept = 0;
+
+  // If `ptr`, memory a target kernel allocated, is accel memory of accel:
+  // `device`, relabels it as such and returns true; otherwise leaves it alone
+  // and returns false (the caller copies the data into accel memory).
+  virtual bool adoptTargetAllocation(c10::DataPtr& ptr, c10::DeviceIndex device) const = 0;
+
+  // --- Sharing memory between processes (torch.multiprocessing) ------------
 
   // Makes the memory of `storage` (accel, not empty) mappable by other
   // processes and returns what they need to map it. The runtime may move the
@@ -149,6 +178,17 @@ public:
   // as soon as its last user releases it has nothing to collect.
   virtual void collectSharedMemory() const = 0;
 
+  // === Streams and events ==================================================
+
+  // Range of stream priorities, as (lowest priority, highest priority), with
+  // CUDA's convention that a smaller number is a higher priority.
+  // getNewStream() clamps a priority outside it to the nearest end.
+  virtual std::pair<int, int> streamPriorityRange() const = 0;
+
+  // The priority of `stream`, a value of streamPriorityRange() (the default
+  // stream's is 0, the lowest).
+  virtual int streamPriority(const c10::Stream& stream) const = 0;
+
   // --- Interprocess events (torch.accel.Event(interprocess=True)) ---------
   //
   // Raw events as the event functions of DeviceGuardImplInterface take them
@@ -167,7 +207,7 @@ public:
   // `device`; throws for bytes that are no such handle.
   virtual void* openInterprocessEvent(const std::string& handle, c10::DeviceIndex device) const = 0;
 
-  // --- Graph capture (Graph.h; torch.accel.Graph) -------------------------
+  // === Graphs (Graph.h; torch.accel.Graph) =================================
 
   // A new graph, empty until it captures. `keep_graph`: as
   // torch.cuda.CUDAGraph's (instantiate at the first replay, not at the end
@@ -191,21 +231,38 @@ public:
   // it to work outside the graph.
   virtual void clearLibraryWorkspaces() const = 0;
 
-  // --- For the alias fallback (csrc/aten/AliasFallback.cpp) ---------------
-
-  // While enabled on this thread, memory that target kernels allocate is
-  // accel memory of the current accel device, so results can be adopted
-  // without a copy. Returns the previous setting. (CUDA: CUDA memory is accel
-  // memory already; host: CPU allocations are redirected to accelrt.)
-  virtual bool exchangeTargetAllocationsAreAccel(bool enabled) const noexcept = 0;
-
-  // If `ptr`, memory a target kernel allocated, is accel memory of accel:
-  // `device`, relabels it as such and returns true; otherwise leaves it alone
-  // and returns false (the caller copies the data into accel memory).
-  virtual bool adoptTargetAllocation(c10::DataPtr& ptr, c10::DeviceIndex device) const = 0;
-
-  // --- For scaled_dot_product_attention (csrc/aten/ScaledDotProductAttention.cpp) ---
+  // === Capabilities ========================================================
   //
+  // What code above the interface asks where the runtimes differ, instead of
+  // which runtime runs. Each answer is fixed for the process; Python reads
+  // them through torch_accel._C._runtime_capabilities (torch_accel/_core.py's
+  // capabilities()).
+
+  // Accel memory is host memory: host code (Inductor's C++ kernels, Triton's
+  // interpreter) can read and write it directly.
+  virtual bool memoryIsHostMemory() const noexcept = 0;
+
+  // The kernels Inductor generates for accel by default: the target's own.
+  virtual InductorKernels inductorKernels() const noexcept = 0;
+
+  // Triton compiles kernels for accel's devices and launches them there
+  // (otherwise only Triton's interpreter runs Triton kernels, on host memory).
+  virtual bool compilesTriton() const noexcept = 0;
+
+  // The target's kernels raise CUDA's nondeterministic alerts themselves
+  // (they are CUDA's kernels); otherwise accel raises CUDA's alerts for them
+  // (csrc/aten/NondeterministicAlerts.h).
+  virtual bool targetKernelsRaiseCudaAlerts() const noexcept = 0;
+
+  // Kineto's own tracer records the target's kernels, hence accel's (CUPTI
+  // records CUDA's); otherwise accel records them itself
+  // (csrc/profiler/DeviceActivity.h).
+  virtual bool kinetoTracesTargetKernels() const noexcept = 0;
+
+  // Where torch.profiler's annotation ranges on accel go: the target's.
+  virtual ProfilerAnnotations profilerAnnotations() const noexcept = 0;
+
+  // scaled_dot_product_attention's policy (csrc/aten/ScaledDotProductAttention.cpp):
   // ATen's SDPA composite runs a flash-attention choice with CUDA's operator
   // (_scaled_dot_product_flash_attention) for cuda tensors only, and with the
   // CPU's (_scaled_dot_product_flash_attention_for_cpu) for every other device

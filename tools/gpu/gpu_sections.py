@@ -320,6 +320,7 @@ SECTIONS: tuple[Section, ...] = (
             "test/test_device_module_contract.py",
             "test/test_environment.py",
             "test/test_cuda_visible_devices.py",
+            "test/test_capabilities.py",
         ),
     ),
     Section(
@@ -515,4 +516,5 @@ SMOKE_BUDGET_S = 360
 GPU_EXEMPT: dict[str, str] = {
     "test/test_gpu_report.py": "tests this runner with fake sections, on no device (make test runs it)",
     "test/test_workflows.py": "checks the CI workflow files (actionlint is not on the GPU image; make test runs it)",
+    "test/test_floors.py": "reads csrc/'s includes, on no device (make test and make lint run it)",
 }

@@ -6,6 +6,7 @@
 // observers and the memory fraction are the caching allocator's own too:
 // accel:N is cuda:N, so its records need no translation.
 
+#include <csrc/core/AccelDevice.h>
 #include <csrc/runtime/cuda/CudaAllocator.h>
 
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -35,7 +36,7 @@ public:
           ") out of memory: ",
           e.what_without_backtrace());
     }
-    data_ptr.unsafe_set_device(c10::Device(c10::DeviceType::PrivateUse1, data_ptr.device().index()));
+    data_ptr.unsafe_set_device(c10::Device(kAccel, data_ptr.device().index()));
     return data_ptr;
   }
 

@@ -6,6 +6,7 @@
 // accel stream is the current CUDA stream and CUDA kernels launched for accel
 // tensors run on it. Events are CUDA events.
 
+#include <csrc/core/AccelDevice.h>
 #include <csrc/runtime/Runtime.h>
 #include <csrc/runtime/cuda/CudaAllocator.h>
 #include <csrc/runtime/cuda/CudaGraph.h>
@@ -54,7 +55,6 @@ c10::DeviceIndex cudaDeviceCount() noexcept {
 
 namespace {
 
-constexpr auto kAccel = c10::DeviceType::PrivateUse1;
 constexpr auto kCuda = c10::DeviceType::CUDA;
 
 c10::Device toCuda(c10::Device device) {
@@ -354,6 +354,32 @@ public:
 
   void clearLibraryWorkspaces() const override {
     at::cuda::clearCublasWorkspaces();
+  }
+
+  // --- Capabilities: accel's kernels are CUDA's, on CUDA memory ------------
+
+  bool memoryIsHostMemory() const noexcept override {
+    return false;
+  }
+
+  InductorKernels inductorKernels() const noexcept override {
+    return InductorKernels::Triton;
+  }
+
+  bool compilesTriton() const noexcept override {
+    return true;
+  }
+
+  bool targetKernelsRaiseCudaAlerts() const noexcept override {
+    return true;
+  }
+
+  bool kinetoTracesTargetKernels() const noexcept override {
+    return true; // CUPTI
+  }
+
+  ProfilerAnnotations profilerAnnotations() const noexcept override {
+    return ProfilerAnnotations::Nvtx;
   }
 
   bool compositeRunsTargetFlashAttention() const noexcept override {

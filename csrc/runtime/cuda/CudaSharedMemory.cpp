@@ -23,6 +23,7 @@
 //
 // Compiled on every machine with a CUDA torch; it runs only on a GPU.
 
+#include <csrc/core/AccelDevice.h>
 #include <csrc/runtime/cuda/CudaSharedMemory.h>
 
 #include <ATen/MapAllocator.h>
@@ -51,8 +52,6 @@
 
 namespace torch_accel {
 namespace {
-
-constexpr auto kAccel = c10::DeviceType::PrivateUse1;
 
 // Identifies this process in the handles it sends, so that a handle coming
 // back is recognised (a process cannot open its own CUDA IPC handles).

@@ -5,6 +5,7 @@
 // goes through HostMemoryLedger, which keeps the statistics, the snapshot and
 // the history, and the memory fraction that caps each device.
 
+#include <csrc/core/AccelDevice.h>
 #include <csrc/runtime/Runtime.h>
 #include <csrc/runtime/host/AccelrtCheck.h>
 #include <csrc/runtime/host/HostAllocator.h>
@@ -35,7 +36,7 @@ c10::DeviceIndex currentDevice() {
 // CUDA's allocator records the cudaStream_t (null: the default stream).
 void* currentStream(c10::DeviceIndex device) {
   const Runtime& rt = runtime();
-  return rt.getStreamNativeHandle(rt.getStream(c10::Device(c10::DeviceType::PrivateUse1, device)));
+  return rt.getStreamNativeHandle(rt.getStream(c10::Device(kAccel, device)));
 }
 
 std::string formatBytes(size_t bytes) {
@@ -63,8 +64,7 @@ outOfMemory(c10::DeviceIndex device, size_t nbytes, size_t allowed, void* stream
   ledger.recordOutOfMemory(device, nbytes, free_bytes, stream, std::move(context));
   const size_t used = ledger.usedBytes(device);
   const bool capped = allowed < total_bytes;
-  c10::reportOutOfMemoryToProfiler(
-      static_cast<int64_t>(nbytes), used, used, c10::Device(c10::DeviceType::PrivateUse1, device));
+  c10::reportOutOfMemoryToProfiler(static_cast<int64_t>(nbytes), used, used, c10::Device(kAccel, device));
   // Outside the ledger's lock: an observer typically takes a snapshot.
   for (const auto& observer : ledger.outOfMemoryObservers()) {
     observer(device, nbytes, capped ? allowed : total_bytes, free_bytes);
@@ -183,7 +183,7 @@ class HostAllocator final : public ObservableAllocator {
 public:
   c10::DataPtr allocate(size_t nbytes) override {
     const auto device = currentDevice();
-    return allocateOnCurrentDevice(nbytes, device, c10::Device(c10::DeviceType::PrivateUse1, device));
+    return allocateOnCurrentDevice(nbytes, device, c10::Device(kAccel, device));
   }
 
   c10::DeleterFnPtr raw_deleter() const override {

@@ -9,6 +9,7 @@
 // the graph's private memory pool, which reset() or the graph's end gives
 // back. Graphs that share a pool id each keep their own memory.
 
+#include <csrc/core/AccelDevice.h>
 #include <csrc/runtime/AccelGenerator.h>
 #include <csrc/runtime/GraphRecording.h>
 #include <csrc/runtime/Runtime.h>
@@ -30,8 +31,6 @@
 
 namespace torch_accel {
 namespace {
-
-constexpr auto kAccel = c10::DeviceType::PrivateUse1;
 
 // Graph ids name graphs' own pools ({id, 0}); pool handles are {0, id}
 // (the scheme of at::cuda::CUDAGraph, so pool ids look alike on both runtimes).
@@ -60,7 +59,7 @@ public:
   void registerGenerator(const at::Generator& generator) override {
     // A replay runs each recorded random operator again with the generator
     // it was given, which draws fresh numbers from it as eager work does
-    // (see GraphCapture.cpp): there is nothing to register, only CUDA's
+    // (see csrc/graphs/GraphCapture.cpp): there is nothing to register, only CUDA's
     // conditions to check.
     (void)targetGenerator(generator); // an accel generator, as CUDA wants a CUDA one
     TORCH_CHECK(

@@ -10,6 +10,7 @@
 // (see GraphRecording.h), what would wait for that stream's work fails the
 // capture, as on CUDA, and events recorded on it belong to the capture.
 
+#include <csrc/core/AccelDevice.h>
 #include <csrc/runtime/Environment.h>
 #include <csrc/runtime/GraphRecording.h>
 #include <csrc/runtime/Runtime.h>
@@ -34,7 +35,6 @@
 namespace torch_accel {
 namespace {
 
-constexpr auto kAccel = c10::DeviceType::PrivateUse1;
 constexpr int kMaxDevices = 64; // accelrt's own limit
 constexpr int kPoolSize = 32;
 constexpr int kPriorityClasses = 2; // 0: low (default) priority, 1: high
@@ -432,6 +432,32 @@ public:
 
   void clearLibraryWorkspaces() const override {
     // The CPU's kernels keep no workspaces per stream.
+  }
+
+  // --- Capabilities: accel's kernels are the CPU's, on host memory ---------
+
+  bool memoryIsHostMemory() const noexcept override {
+    return true;
+  }
+
+  InductorKernels inductorKernels() const noexcept override {
+    return InductorKernels::Cpp;
+  }
+
+  bool compilesTriton() const noexcept override {
+    return false; // Triton's interpreter runs Triton kernels on host memory (TORCH_ACCEL_INDUCTOR=triton)
+  }
+
+  bool targetKernelsRaiseCudaAlerts() const noexcept override {
+    return false; // the CPU's kernels are deterministic and never alert: accel raises CUDA's alerts
+  }
+
+  bool kinetoTracesTargetKernels() const noexcept override {
+    return false; // Kineto traces no CPU kernels; accel records them (DeviceActivity.h)
+  }
+
+  ProfilerAnnotations profilerAnnotations() const noexcept override {
+    return ProfilerAnnotations::Itt;
   }
 
   bool compositeRunsTargetFlashAttention() const noexcept override {

@@ -18,6 +18,7 @@
 // before returning, so the bytes can be copied here directly, with no work in
 // flight on them.
 
+#include <csrc/core/AccelDevice.h>
 #include <csrc/runtime/host/HostSharedMemory.h>
 
 #include <ATen/MapAllocator.h>
@@ -28,11 +29,7 @@
 #include <unistd.h>
 
 namespace torch_accel {
-namespace {
-
-constexpr auto kAccel = c10::DeviceType::PrivateUse1;
-
-} // namespace
+namespace {} // namespace
 
 SharedStorageHandle shareHostStorage(c10::StorageImpl& storage) {
   const size_t nbytes = storage.nbytes();

@@ -1,9 +1,15 @@
 // PrivateUse1HooksInterface for accel: how ATen asks generic questions
 // (is the backend built/available, which device owns a pointer, lazy init)
 // without knowing about torch_accel. Registered once, at load time.
+//
+// The hooks live on the operator floor, not in csrc/runtime: initialising
+// accel registers the fallbacks of the other tensor kinds, and resizing a
+// storage copies with accel's kernels, both of which are this floor's. The
+// runtime floor stays below it (docs/design.md, "Layers and data flow").
 
 #include <csrc/aten/AliasFallback.h>
 #include <csrc/aten/StorageResize.h>
+#include <csrc/core/AccelDevice.h>
 #include <csrc/runtime/AccelGenerator.h>
 #include <csrc/runtime/Runtime.h>
 
@@ -15,7 +21,7 @@ namespace torch_accel {
 namespace {
 
 const c10::impl::DeviceGuardImplInterface& guard() {
-  return *c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1);
+  return *c10::impl::getDeviceGuardImpl(kAccel);
 }
 
 struct AccelHooks final : public at::PrivateUse1HooksInterface {
@@ -39,7 +45,7 @@ struct AccelHooks final : public at::PrivateUse1HooksInterface {
   }
 
   void setCurrentDevice(c10::DeviceIndex device) const override {
-    guard().setDevice(c10::Device(c10::DeviceType::PrivateUse1, device));
+    guard().setDevice(c10::Device(kAccel, device));
   }
 
   c10::DeviceIndex getCurrentDevice() const override {
@@ -47,7 +53,7 @@ struct AccelHooks final : public at::PrivateUse1HooksInterface {
   }
 
   c10::DeviceIndex exchangeDevice(c10::DeviceIndex device) const override {
-    return guard().exchangeDevice(c10::Device(c10::DeviceType::PrivateUse1, device)).index();
+    return guard().exchangeDevice(c10::Device(kAccel, device)).index();
   }
 
   c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex device) const override {
@@ -56,7 +62,7 @@ struct AccelHooks final : public at::PrivateUse1HooksInterface {
     // (on CUDA, c10::cuda::MaybeSetDevice).
     const auto previous = getCurrentDevice();
     if (previous != device) {
-      guard().uncheckedSetDevice(c10::Device(c10::DeviceType::PrivateUse1, device));
+      guard().uncheckedSetDevice(c10::Device(kAccel, device));
     }
     return previous;
   }
@@ -87,7 +93,7 @@ struct AccelHooks final : public at::PrivateUse1HooksInterface {
     // Pinned memory is the runtime's (cudaHostAlloc on the CUDA runtime).
     checkNotInBadFork();
     checkDeviceAvailable();
-    at::globalContext().lazyInitDevice(c10::DeviceType::PrivateUse1);
+    at::globalContext().lazyInitDevice(kAccel);
     return runtime().pinnedAllocator();
   }
 

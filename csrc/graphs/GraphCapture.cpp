@@ -1,6 +1,7 @@
 #include <csrc/aten/AliasFallback.h>
-#include <csrc/aten/GraphCapture.h>
 #include <csrc/aten/TargetTensor.h>
+#include <csrc/core/AccelDevice.h>
+#include <csrc/graphs/GraphCapture.h>
 #include <csrc/profiler/DeviceActivity.h>
 #include <csrc/runtime/Runtime.h>
 
@@ -17,12 +18,6 @@
 
 namespace torch_accel {
 namespace {
-
-constexpr auto kAccel = c10::DeviceType::PrivateUse1;
-
-bool isAccel(const at::Tensor& tensor) {
-  return tensor.defined() && tensor.device().type() == kAccel;
-}
 
 template <typename Fn> void forEachTensor(const c10::IValue& value, Fn&& fn) {
   if (value.isTensor()) {

@@ -3,6 +3,13 @@
 // Accel operators inside a graph capture that records work (the host
 // runtime's: see csrc/runtime/GraphRecording.h).
 //
+// Graph capture's operator side, on the operator floor beside csrc/aten: the
+// alias fallback and the copy kernel hand a call to it while a capture
+// records, and its replay steps run the call through the fallback again.
+// The graphs themselves (csrc/runtime/Graph.h) and the recording of streams
+// (csrc/runtime/GraphRecording.h) are the runtime interface's: each runtime
+// implements them below it (runtime/cuda/CudaGraph, runtime/host/HostGraph).
+//
 // While the current stream of an operator's accel device is being recorded,
 // the operator does not run: its results are worked out by its Meta kernel
 // (sizes, strides, dtype), fresh results get accel memory that nothing has
