@@ -610,6 +610,10 @@ class Generator:
         if kind == "setitem_tensor":
             return Step(f"{x}[{self.index_tensor(ns, x, 0)}] = {value}", accel_only=refused)
         if kind == "setitem_mask":
+            # A one-element value with a mask is masked_fill_(mask, value.item())
+            # (ATen's index_put_), which takes a CPU value on cuda too.
+            if refused and ns[value].numel() == 1 and self.devices[value] == "cpu":
+                refused = False
             return Step(f"{x}[{x} > 0] = {value}", accel_only=refused)
         if kind == "setitem_slice":
             return Step(f"{x}[{r.choice(['1:', '::2', ':-1', '...'])}] = {value}", accel_only=refused)
@@ -775,13 +779,13 @@ class Generator:
         if kind < 0.6:
             return Step(f"{reduce}.backward(retain_graph={r.random() < 0.3})")
         if kind < 0.8:
-            leaf = self.pick(ns, lambda v: v.requires_grad and v.is_leaf)
+            leaf = self.pick(ns, lambda v: v.requires_grad and is_leaf(v))
             if leaf is None:
                 return None
             name = self.fresh()
             self.devices[name] = self.devices[leaf]
             return Step(f"{name}, = torch.autograd.grad({reduce}, [{leaf}], allow_unused=True)", (name,))
-        leaf = self.pick(ns, lambda v: v.requires_grad and v.is_leaf)
+        leaf = self.pick(ns, lambda v: v.requires_grad and is_leaf(v))
         if leaf is None:
             return None
         if r.random() < 0.5:
@@ -820,6 +824,14 @@ class Generator:
         seed = r.randrange(1000)
         e = r.choice([f"{x}.uniform_()", f"{x}.normal_()", f"{x}.bernoulli_(0.5)", f"{x}.exponential_()", f"{x}.random_(0, 10)"])
         return Step(f"torch.manual_seed({seed}); {e}")
+
+
+def is_leaf(t: torch.Tensor) -> bool:
+    # is_leaf raises for a view of a multi-output view op whose base was written in place.
+    try:
+        return t.is_leaf
+    except RuntimeError:
+        return False
 
 
 def contiguous(size) -> tuple[int, ...]:
