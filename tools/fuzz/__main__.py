@@ -48,6 +48,7 @@ def worker(first: int, last: int, shrink: bool) -> None:
             "seed": seed,
             "steps": len(outcome.steps),
             "raised": len(outcome.raised),
+            "refused": outcome.refused,
             "families": collections.Counter(s.family for s in outcome.steps),
             "ops": ops,
             "cpu_s": resource.getrusage(resource.RUSAGE_SELF).ru_utime + resource.getrusage(resource.RUSAGE_SELF).ru_stime,
@@ -63,7 +64,7 @@ def drive(args) -> int:
     deadline = time.time() + args.time if args.time else None
     os.makedirs(args.out, exist_ok=True)
     started = time.time()
-    totals = {"programs": 0, "steps": 0, "raised": 0, "cpu_s": 0.0}
+    totals = {"programs": 0, "steps": 0, "raised": 0, "refused": 0, "cpu_s": 0.0}
     families, ops = collections.Counter(), collections.Counter()
     mismatches = []
     queue = [(s, min(s + args.chunk, last)) for s in range(first, last, args.chunk)]
@@ -96,6 +97,7 @@ def drive(args) -> int:
                 totals["programs"] += 1
                 totals["steps"] += rec["steps"]
                 totals["raised"] += rec["raised"]
+                totals["refused"] += rec["refused"]
                 totals["cpu_s"] += rec["cpu_s"] - cpu_base
                 families.update(rec["families"])
                 ops.update(rec["ops"])
@@ -134,6 +136,7 @@ def drive(args) -> int:
         "programs": totals["programs"],
         "steps": totals["steps"],
         "steps_raising_alike": totals["raised"],
+        "steps_refused_for_devices": totals["refused"],
         "cpu_s": round(totals["cpu_s"], 1),
         "wall_s": round(elapsed, 1),
         "families": dict(families.most_common()),
@@ -145,7 +148,7 @@ def drive(args) -> int:
         json.dump(summary, f, indent=1)
     print(
         f"fuzz: {totals['programs']} programs (seeds {first}..{last - 1}), {totals['steps']} steps "
-        f"({totals['raised']} raising alike on both devices), {len(ops)} distinct operators and methods, "
+        f"({totals['raised']} raising alike on both devices, {totals['refused']} refused by accel for their devices), {len(ops)} distinct operators and methods, "
         f"{totals['cpu_s']:.0f} s CPU in the workers, {elapsed:.0f} s wall; {len(mismatches)} mismatches "
         f"(summary: {os.path.join(args.out, 'summary.json')})"
     )

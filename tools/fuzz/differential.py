@@ -323,6 +323,7 @@ class Outcome:
     steps: list[Step]
     mismatch: Mismatch | None
     raised: dict[int, tuple]  # step index -> the exception both sides raised
+    refused: int = 0  # steps accel refused for mixing devices (accel_only ones included)
 
 
 def run_steps(steps: list[Step], target: str, tags: dict) -> Outcome:
@@ -358,7 +359,8 @@ def generate_and_run(seed: int, target: str) -> tuple[Outcome, dict]:
                 raised[len(steps) - 1] = error
             if mismatch:
                 return Outcome(steps, mismatch, raised), gen.devices
-        return Outcome(steps, diff.final(len(steps)), raised), gen.devices
+        refused = len(diff.refused) + sum(s.accel_only for s in steps)
+        return Outcome(steps, diff.final(len(steps)), raised, refused), gen.devices
 
 
 def shrink(outcome: Outcome, target: str, tags: dict, budget: int = 400) -> Outcome:
