@@ -357,8 +357,10 @@ class Generator:
             e = f"torch.{r.choice(['addcmul', 'addcdiv'])}({x}, {y}, {x}, value={r.choice([1, 2, -0.5])})"
         elif op == "clamp":
             e = f"torch.clamp({x}, min={y}, max={r.choice(['None', '2', y])})"
+        elif y in ns and r.random() < 0.2:
+            e = f"torch.{op}({y}, {x})"  # the other tensor first
         else:
-            e = f"torch.{op}({x}, {y})" if r.random() < 0.8 else f"torch.{op}({y}, {x})" if not y[0].isdigit() else f"torch.{op}({x}, {y})"
+            e = f"torch.{op}({x}, {y})"
         step = self.result(e, self.devices[x])
         return dataclasses.replace(step, accel_only=refused)
 
@@ -393,7 +395,7 @@ class Generator:
         if choice < 0.65:
             op = r.choice(sorted(UNARY_INPLACE))
             return Step(f"{x}.{op}_()")
-        op = r.choice(["zero_", "fill_", "fill_t", "clamp_", "uniform_like", "t_", "unsqueeze_", "squeeze_", "transpose_", "as_strided_", "detach_", "requires_grad_"])
+        op = r.choice(["zero_", "fill_", "fill_t", "clamp_", "copy_ones", "t_", "unsqueeze_", "squeeze_", "transpose_", "as_strided_", "detach_", "requires_grad_"])
         nd = t.dim()
         if op == "fill_":
             return Step(f"{x}.fill_({self.scalar_for(t.dtype)})")
@@ -402,7 +404,7 @@ class Generator:
             return Step(f"{x}.fill_({s})") if s else None
         if op == "clamp_":
             return Step(f"{x}.clamp_({self.scalar_for(t.dtype)}, {self.scalar_for(t.dtype)})")
-        if op == "uniform_like":
+        if op == "copy_ones":
             return Step(f"{x}.copy_(torch.ones_like({x}))")
         if op == "t_":
             return Step(f"{x}.t_()")
@@ -663,7 +665,8 @@ class Generator:
             return self.result(f"{x}.clone(memory_format=torch.preserve_format)", here)
         if kind == "like":
             to = r.choice([here, 0, 1])
-            return self.result(f"torch.{r.choice(['zeros_like', 'ones_like', 'full_like'])}({x}{', 7' if r.random() < 0.3 else ''}, device={self.dev(to)})".replace("full_like(" + x + ", device", "full_like(" + x + ", 2, device"), to)
+            fill = r.choice(["zeros_like({x}", "ones_like({x}", "full_like({x}, 7"]).format(x=x)
+            return self.result(f"torch.{fill}, device={self.dev(to)})", to)
         if kind == "new":
             return self.result(f"{x}.new_{r.choice(['zeros', 'ones'])}({self.random_shape(2)})", here)
         y = self.pick(ns)
