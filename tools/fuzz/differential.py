@@ -63,9 +63,12 @@ SAME_GRAD_FN = {"FillBackward3": ("CopyBackwards",), "MoveBackward": ("ToCopyBac
 
 
 def mixes_devices(step: Step, tags: dict) -> bool:
-    """Whether a step's named tensors are on more than one device."""
+    """Whether a step's named tensors are on more than one device, or it runs
+    backward through a graph of a program that has tensors of several (a
+    gradient formula may combine them as CUDA's rules refuse: pow's backward
+    of a CPU scalar to an accel power calls logical_and(cpu, accel))."""
     used = {tags.get(n) for n in re.findall(r"\bt\d+\b", step.src) if n not in step.outs and n in tags}
-    return len(used) > 1
+    return len(used) > 1 or (step.family == "autograd" and len(set(tags.values())) > 1)
 
 
 def normalise_message(e: BaseException) -> str:
