@@ -76,5 +76,5 @@ def test_make_fuzz_runs_seeds_in_workers_and_reports(tmp_path):
         timeout=300,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "fuzz: 3 programs (seeds 1000..1002)" in proc.stdout and "0 mismatches" in proc.stdout
+    assert "fuzz: 3 programs (of seeds 1000..1002)" in proc.stdout and "0 mismatches" in proc.stdout
     assert (tmp_path / "summary.json").exists()

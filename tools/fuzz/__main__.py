@@ -147,7 +147,7 @@ def drive(args) -> int:
     with open(os.path.join(args.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
     print(
-        f"fuzz: {totals['programs']} programs (seeds {first}..{last - 1}), {totals['steps']} steps "
+        f"fuzz: {totals['programs']} programs (of seeds {first}..{last - 1}), {totals['steps']} steps "
         f"({totals['raised']} raising alike on both devices, {totals['refused']} refused by accel for their devices), {len(ops)} distinct operators and methods, "
         f"{totals['cpu_s']:.0f} s CPU in the workers, {elapsed:.0f} s wall; {len(mismatches)} mismatches "
         f"(summary: {os.path.join(args.out, 'summary.json')})"
