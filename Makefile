@@ -10,6 +10,10 @@
 #                  run the suite and the benchmarks on the CUDA runtime by sections,
 #                  writing test/reports/gpu-test[-STEPS].md (GPU_TEST_STEPS=core ...)
 #   make gpu-wheels  (here, with PyPI) the wheels gpu-test needs and the GPU image lacks
+#   make fuzz      the differential fuzzer (tools/fuzz): random programs on accel
+#                  and on its target, compared bit for bit; FUZZ_SEED (first seed),
+#                  FUZZ_PROGRAMS, FUZZ_TIME (seconds, 0: no limit), FUZZ_JOBS,
+#                  FUZZ_ARGS (more options: python -m tools.fuzz --help)
 #   make bench     benchmarks/ (accel against its target, ratios; BENCH_ARGS=--quick ...)
 #   make test-isa  the suites that compare accel with the CPU bit for bit, once
 #                  per CPU code-path setting (ATen's, MKL's and oneDNN's
@@ -35,7 +39,7 @@ PYTEST_ARGS ?=
 BENCH_ARGS ?=
 NATIVE_SOURCES := setup.py $(shell find csrc third_party/accelrt/src third_party/accelrt/include -name '*.cpp' -o -name '*.h' 2>/dev/null)
 
-.PHONY: install build test test-accelrt test-python test-isa demo gpu-test gpu-build gpu-wheels bench lint asan clean
+.PHONY: install build test test-accelrt test-python test-isa demo gpu-test gpu-build gpu-wheels bench fuzz lint asan clean
 
 install: build
 
@@ -102,6 +106,14 @@ demo: install
 
 bench: install
 	$(PY) benchmarks/run.py $(BENCH_ARGS)
+
+FUZZ_SEED ?= 0
+FUZZ_PROGRAMS ?= 10000
+FUZZ_TIME ?= 0
+FUZZ_JOBS ?= 1
+FUZZ_ARGS ?=
+fuzz: install
+	$(PY) -m tools.fuzz --seed $(FUZZ_SEED) --programs $(FUZZ_PROGRAMS) --time $(FUZZ_TIME) --jobs $(FUZZ_JOBS) $(FUZZ_ARGS)
 
 lint: install
 	find csrc third_party/accelrt -name '*.cpp' -o -name '*.h' | xargs clang-format --dry-run --Werror

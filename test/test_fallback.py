@@ -994,6 +994,26 @@ def test_recycled_target_views_hold_no_stale_sizes(target):
     assert_bitwise(result, torch.tensor(value, device=target).norm(3, 0), target)
 
 
+def test_target_views_hold_the_slots_past_dim_of_their_accel_tensor(target):
+    # A tensor resized from three dimensions to none keeps a 1 in its first
+    # size slot, and linalg_vector_norm, reading sizes()[0] of a 0-dim tensor,
+    # takes the path of a first dimension 1: on the target's own tensor, and
+    # on an accel tensor's target view, which holds the accel tensor's slots
+    # (found by the fuzzer: seed 8531, an out= that resized).
+    def norm_after_losing_dims(device):
+        x = torch.zeros(1, 1, 1, device=device)
+        x.resize_(())
+        x.fill_(0.009804928675293922)
+        return x.norm(3, 0)
+
+    fresh = torch.tensor(0.009804928675293922, device=target).norm(3, 0)
+    expected = norm_after_losing_dims(target)
+    assert not torch.equal(expected, fresh)  # the two paths differ: the test can fail
+    assert_bitwise(norm_after_losing_dims("accel"), expected, target)
+    # And a tensor that never had dimensions still takes a new tensor's path.
+    assert_bitwise(torch.tensor(0.009804928675293922, device="accel").norm(3, 0), fresh, target)
+
+
 def _target_view_states(tensor):
     recycled, state = torch_accel._C._target_view_state(tensor, True)
     _, new = torch_accel._C._target_view_state(tensor, False)

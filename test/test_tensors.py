@@ -215,6 +215,26 @@ def test_overlapping_and_lazy_bit_copies_behave_as_on_the_target(target):
     assert same_bits(back, z.conj().resolve_conj())
 
 
+def test_copies_of_bools_viewed_from_other_bytes_match_the_target(target):
+    # A bool tensor viewed from other bytes holds bytes other than 0 and 1;
+    # the CPU's copy_ writes 0 or 1 for each, so accel's small contiguous
+    # copies (bytes copied as they are, Copy.cpp) must not take bools on the
+    # host runtime (found by the fuzzer: seed 145291, clone of such a view).
+    raw = torch.tensor([0.37, -2.5e-3, float("nan"), 0.0])
+    for to in ("accel", target):
+        bools = raw.to(to).view(torch.bool)
+        expected = raw.view(torch.bool).clone()  # the CPU's copy
+        assert same_bits(bools.clone().cpu().view(torch.uint8), expected.view(torch.uint8))
+        dst = torch.empty(16, dtype=torch.bool, device=to)
+        dst.copy_(raw.view(torch.bool))  # cpu -> accel (or the target)
+        assert same_bits(dst.cpu().view(torch.uint8), expected.view(torch.uint8))
+        back = torch.empty(16, dtype=torch.bool)
+        back.copy_(bools)  # accel (or the target) -> cpu
+        assert same_bits(back.view(torch.uint8), expected.view(torch.uint8))
+    # The bytes differed before the copy: the test can fail.
+    assert not same_bits(raw.view(torch.uint8), raw.view(torch.bool).clone().view(torch.uint8))
+
+
 def test_copy_between_accel_tensors_and_devices(two_devices):
     src = sample(torch.int64)
     a = src.to("accel:0")

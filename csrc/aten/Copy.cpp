@@ -76,7 +76,8 @@ constexpr size_t kSmallCopyBytes = 2048;
 // accel and cpu (the host-to-device copy of torch.tensor(list,
 // device="accel") among them). Dtype conversions, broadcasts, strided
 // layouts, large copies and every copy with a CUDA tensor go to the
-// target's copy_.
+// target's copy_, and so does bool: ATen's CPU copy of bool writes 0 or 1
+// for every byte it reads (a bool tensor viewed from other bytes holds others).
 bool isSmallPlainHostCopy(const at::Tensor& dst, const at::Tensor& src) {
   const c10::TensorImpl* d = dst.unsafeGetTensorImpl();
   const c10::TensorImpl* s = src.unsafeGetTensorImpl();
@@ -87,8 +88,9 @@ bool isSmallPlainHostCopy(const at::Tensor& dst, const at::Tensor& src) {
     return t->key_set() - c10::autograd_dispatch_keyset_with_ADInplaceOrView - c10::autocast_dispatch_keyset;
   };
   if (functionality(d) != plain || functionality(s) != plain || d->dtype() != s->dtype() ||
-      d->has_symbolic_sizes_strides() || s->has_symbolic_sizes_strides() || d->sizes() != s->sizes() ||
-      !d->is_contiguous() || !s->is_contiguous() || !d->unsafe_storage() || !s->unsafe_storage()) {
+      d->dtype() == caffe2::TypeMeta::Make<bool>() || d->has_symbolic_sizes_strides() ||
+      s->has_symbolic_sizes_strides() || d->sizes() != s->sizes() || !d->is_contiguous() || !s->is_contiguous() ||
+      !d->unsafe_storage() || !s->unsafe_storage()) {
     return false;
   }
   const size_t nbytes = d->numel() * d->itemsize();

@@ -36,38 +36,39 @@ targetImpl(c10::DataPtr data, size_t nbytes, caffe2::TypeMeta dtype, bool resiza
 // past dim() as they were when a tensor loses dimensions, where a new
 // TensorImpl holds zeros (and size 0, stride 1 in the first slot of a 0-dim
 // one). ATen reads past dim() in places (linalg_vector_norm reads sizes()[0]
-// of a 0-dim tensor), so a recycled view must hold there what a new one
-// would. Recycled views hold that (give() refuses a view a kernel may have
-// left otherwise) until they lose dimensions here. Whether the inline slots
-// past dim() are a new TensorImpl's.
-bool hasNewInlineSlotsPastDim(c10::TensorImpl* impl) {
-  const c10::impl::SizesAndStrides& sizes_and_strides = impl->sizes_and_strides();
-  const size_t dim = sizes_and_strides.size();
-  if (dim >= C10_SIZES_AND_STRIDES_MAX_INLINE_SIZE) {
-    return true; // no inline slot past dim() (or none inline at all)
+// of a 0-dim tensor), so a target view holds there what the accel tensor
+// holds, as the target's kernel would read on a tensor of its own device that
+// went through the same calls: whether `impl`'s inline slots past `dim` are
+// `source`'s.
+bool hasInlineSlotsPastDimOf(c10::TensorImpl* impl, const c10::TensorImpl* source, size_t dim) {
+  const c10::impl::SizesAndStrides& mine = impl->sizes_and_strides();
+  // (TensorImpl has no const accessor of its SizesAndStrides; only read here.)
+  const c10::impl::SizesAndStrides& theirs = const_cast<c10::TensorImpl*>(source)->sizes_and_strides();
+  if (mine.size() > C10_SIZES_AND_STRIDES_MAX_INLINE_SIZE) {
+    return false; // out of line now: its inline slots are not kept
   }
-  const int64_t* sizes = sizes_and_strides.sizes_data();
-  const int64_t* strides = sizes_and_strides.strides_data();
   int64_t differs = 0;
   for (size_t i = dim; i < C10_SIZES_AND_STRIDES_MAX_INLINE_SIZE; ++i) {
-    differs |= sizes[i] | (strides[i] ^ (i == 0 ? 1 : 0));
+    differs |= (mine.sizes_data()[i] ^ theirs.sizes_data()[i]) | (mine.strides_data()[i] ^ theirs.strides_data()[i]);
   }
   return differs == 0;
 }
 
 // Gives a target view `accel`'s sizes, strides, offset and lazy bits.
-at::Tensor withViewMetadata(c10::intrusive_ptr<c10::TensorImpl> impl, const at::Tensor& accel, bool recycled) {
+at::Tensor withViewMetadata(c10::intrusive_ptr<c10::TensorImpl> impl, const at::Tensor& accel) {
   const c10::TensorImpl* source = accel.unsafeGetTensorImpl();
   const c10::IntArrayRef sizes = source->sizes();
   const c10::IntArrayRef strides = source->strides();
   const int64_t storage_offset = source->storage_offset();
   const c10::IntArrayRef view_sizes = impl->sizes();
-  if (recycled && C10_UNLIKELY(view_sizes.size() > sizes.size())) {
-    // A recycled view that loses dimensions first takes a new TensorImpl's
-    // five inline slots, and then shrinks from them (see hasNewInlineSlotsPastDim).
-    static constexpr int64_t kSizes[C10_SIZES_AND_STRIDES_MAX_INLINE_SIZE] = {0, 0, 0, 0, 0};
-    static constexpr int64_t kStrides[C10_SIZES_AND_STRIDES_MAX_INLINE_SIZE] = {1, 0, 0, 0, 0};
-    impl->set_sizes_and_strides(kSizes, kStrides);
+  if (sizes.size() < C10_SIZES_AND_STRIDES_MAX_INLINE_SIZE &&
+      C10_UNLIKELY(!hasInlineSlotsPastDimOf(impl.get(), source, sizes.size()))) {
+    // The accel tensor's five inline slots first, then shrunk to its
+    // dimensions, which leaves the slots past them (see hasInlineSlotsPastDimOf).
+    constexpr size_t kInline = C10_SIZES_AND_STRIDES_MAX_INLINE_SIZE;
+    const c10::impl::SizesAndStrides& slots = const_cast<c10::TensorImpl*>(source)->sizes_and_strides();
+    impl->set_sizes_and_strides(
+        c10::IntArrayRef(slots.sizes_data(), kInline), c10::IntArrayRef(slots.strides_data(), kInline));
     impl->set_sizes_and_strides(sizes, strides, storage_offset);
   } else if (impl->storage_offset() != storage_offset || view_sizes != sizes || impl->strides() != strides) {
     // A recycled view often had these very sizes already (operators run on
@@ -119,10 +120,9 @@ namespace {
 // A recycled view must be indistinguishable from a new one (targetImpl()),
 // whatever the kernels that had it did to it. Its state, and where it is
 // made a new one's:
-//   - sizes, strides, offset, numel, contiguity flags: withViewMetadata();
-//     the inline slots past dim(): withViewMetadata() when the view loses
-//     dimensions, give() (which refuses a view a kernel wrote to and left
-//     otherwise);
+//   - sizes, strides, offset, numel, contiguity flags, and the inline slots
+//     past dim() (the accel tensor's, in new and recycled views alike):
+//     withViewMetadata();
 //   - storage (memory, byte count, allocator, resizable), dtype, device:
 //     pointTo();
 //   - version counter (bumped by kernels that write through the dispatcher,
@@ -162,14 +162,12 @@ public:
     return views_.size();
   }
 
-  void give(at::Tensor&& target, bool written_to) {
+  // Whether a kernel wrote to the view does not matter: what it left in the
+  // metadata (a resize's old dimensions in the inline slots included) is
+  // replaced by withViewMetadata() before the view stands for a tensor again.
+  void give(at::Tensor&& target, bool /*written_to*/) {
     if (views_.size() < kCapacity && reusable(target)) {
       c10::TensorImpl* impl = target.unsafeGetTensorImpl();
-      // A kernel may resize what it writes to, and leave old dimensions in
-      // the inline slots; what it only reads keeps its metadata.
-      if (written_to && C10_UNLIKELY(!hasNewInlineSlotsPastDim(impl))) {
-        return;
-      }
       // Kernels that write through the dispatcher bump their arguments'
       // versions (the foreach kernels do).
       if (!impl->is_inference()) {
@@ -287,10 +285,9 @@ at::Tensor targetOver(
   auto impl = recycle && !keep_alive ? recycledViews.take(inference_mode) : c10::intrusive_ptr<c10::TensorImpl>();
   if (impl) {
     pointTo(impl.get(), std::move(data), storage.nbytes(), accel.dtype(), resizable);
-    return withViewMetadata(std::move(impl), accel, /*recycled=*/true);
+    return withViewMetadata(std::move(impl), accel);
   }
-  return withViewMetadata(
-      targetImpl(std::move(data), storage.nbytes(), accel.dtype(), resizable), accel, /*recycled=*/false);
+  return withViewMetadata(targetImpl(std::move(data), storage.nbytes(), accel.dtype(), resizable), accel);
 }
 
 } // namespace
@@ -318,7 +315,7 @@ bool hasRecycledTarget() {
 at::Tensor toTargetSharingStorage(const at::Tensor& accel, const at::Tensor& same_storage) {
   TORCH_INTERNAL_ASSERT(accel.device().type() == kAccel);
   TORCH_INTERNAL_ASSERT(same_storage.storage().data() == accel.storage().data());
-  return withViewMetadata(targetImpl(same_storage.storage(), accel.dtype()), accel, /*recycled=*/false);
+  return withViewMetadata(targetImpl(same_storage.storage(), accel.dtype()), accel);
 }
 
 at::Tensor toTargetKeepingAlive(const at::Tensor& accel) {
