@@ -78,9 +78,9 @@ REQUIRED_MODULES: dict[str, str] = {
     "torchvision": "torchvision",
 }
 
-# Modules of REQUIRED_MODULES that the GPU image has and the CPU machines need
-# not: the tests that import them skip where they are missing, except on the
-# CUDA runtime, where they fail (test/test_gpu_report.py checks the others here).
+# Modules of REQUIRED_MODULES that the GPU image has preinstalled, at the
+# version requirements-dev.txt pins for the CPU machines: the GPU run brings no
+# wheel for them (test/test_gpu_report.py checks the others here).
 GPU_IMAGE_ONLY: frozenset[str] = frozenset({"torchvision"})
 
 # Sections that run in every step, before the step's own.
