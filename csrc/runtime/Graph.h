@@ -19,6 +19,7 @@
 #include <ATen/core/Generator.h>
 #include <c10/core/Allocator.h>
 
+#include <optional>
 #include <string>
 
 namespace torch_accel {
@@ -37,6 +38,31 @@ CaptureMode captureModeFromName(const std::string& name);
 // Raises torch.cuda's error, naming accel, unless the current stream of the
 // current accel device is a non-default stream (where captures begin).
 void checkCaptureStream();
+
+// A graph's claim on a shared memory pool while it captures into it. As CUDA's
+// allocators, a second capture into a pool that one is capturing into is
+// refused, and before the capture takes a use of the pool, so that a failed
+// captureBegin() knows that everything it began is its own to end. Both
+// runtimes' graphs hold one.
+class SharedPoolClaim {
+public:
+  SharedPoolClaim() = default;
+  SharedPoolClaim(const SharedPoolClaim&) = delete;
+  SharedPoolClaim& operator=(const SharedPoolClaim&) = delete;
+  ~SharedPoolClaim() {
+    release();
+  }
+
+  // Checks that `pool` is {0, 0} (a new private pool, which needs no claim:
+  // no other capture can name it before this one ends) or a pool handle, and
+  // claims a shared one; raises if another graph is capturing into it.
+  void claim(c10::MempoolId_t pool);
+  // Gives the claim up (nothing if there is none).
+  void release() noexcept;
+
+private:
+  std::optional<c10::MempoolId_t> pool_;
+};
 
 class Graph {
 public:

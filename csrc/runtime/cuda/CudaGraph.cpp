@@ -14,9 +14,6 @@
 #include <cuda_runtime_api.h>
 
 #include <exception>
-#include <mutex>
-#include <optional>
-#include <set>
 
 namespace torch_accel {
 namespace {
@@ -145,13 +142,6 @@ public:
   }
 };
 
-// The pools accel graphs are capturing into. CUDA's allocators refuse a
-// second capture into a pool that one is capturing into, after they took a
-// use of it; accel refuses before, so that a failed captureBegin() knows that
-// everything it began is its own to end.
-std::mutex pools_mutex;
-std::set<c10::MempoolId_t> pools_capturing;
-
 class CudaGraph final : public Graph {
 public:
   explicit CudaGraph(bool keep_graph) : graph_(keep_graph) {}
@@ -179,37 +169,18 @@ public:
         "accel graph: the current stream (accel:",
         static_cast<int>(stream.device_index()),
         ") is already capturing a graph; end that capture before beginning another on it");
-    TORCH_CHECK_VALUE(
-        pool.first == 0 || pool.second == 0,
-        "accel graph: pool=(",
-        pool.first,
-        ", ",
-        pool.second,
-        ") is no memory pool; pass graph_pool_handle() or another graph's pool()");
     // CUDAGraph makes CUDA's default generator graph-safe by itself; accel's
     // default generator wraps a CUDA generator of its own, which must be
     // registered too (before the capture begins), so that random work in the
     // graph draws fresh numbers at each replay. Registering twice is harmless.
     graph_.register_generator_state(targetGenerator(defaultAccelGenerator(stream.device_index())));
-    if (pool != c10::MempoolId_t{0, 0}) {
-      // A new pool of the graph's own needs no entry: no other capture can
-      // name it before this one ends (pool() answers only then).
-      std::lock_guard<std::mutex> lock(pools_mutex);
-      TORCH_CHECK(
-          pools_capturing.insert(pool).second,
-          "accel graph: another graph is capturing into the memory pool (",
-          pool.first,
-          ", ",
-          pool.second,
-          "); captures that share a pool must run one after the other");
-      capturing_pool_ = pool;
-    }
+    pool_claim_.claim(pool);
     graph_.prepareCapture();
     try {
       graph_.capture_begin(pool, toCuda(mode));
     } catch (...) {
       graph_.abandonFailedCapture(/*end_underway=*/true);
-      forgetPool();
+      pool_claim_.release();
       throw;
     }
     capturing_ = true;
@@ -221,12 +192,12 @@ public:
     } catch (...) {
       if (graph_.abandonFailedCapture(/*end_underway=*/false)) {
         capturing_ = false;
-        forgetPool();
+        pool_claim_.release();
       }
       throw;
     }
     capturing_ = false;
-    forgetPool();
+    pool_claim_.release();
   }
 
   void instantiate() override {
@@ -262,15 +233,7 @@ private:
       graph_.abandonFailedCapture(/*end_underway=*/true);
       capturing_ = false;
     }
-    forgetPool();
-  }
-
-  void forgetPool() noexcept {
-    if (capturing_pool_.has_value()) {
-      std::lock_guard<std::mutex> lock(pools_mutex);
-      pools_capturing.erase(*capturing_pool_);
-      capturing_pool_.reset();
-    }
+    pool_claim_.release();
   }
 
   // pool() is not const in CUDAGraph.
@@ -278,7 +241,7 @@ private:
   // Between a captureBegin() and the captureEnd() that ends the capture.
   bool capturing_ = false;
   // The shared pool this graph is capturing into, while it captures.
-  std::optional<c10::MempoolId_t> capturing_pool_;
+  SharedPoolClaim pool_claim_;
 };
 
 } // namespace

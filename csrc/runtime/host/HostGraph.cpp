@@ -22,8 +22,6 @@
 #include <fstream>
 #include <functional>
 #include <mutex>
-#include <optional>
-#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -37,18 +35,13 @@ namespace {
 std::atomic<c10::CaptureId_t> nextGraphId{1};
 std::atomic<c10::CaptureId_t> nextPoolHandle{1};
 
-// The shared pools graphs are capturing into: as CUDA's allocators, a second
-// capture into a pool that one is capturing into is refused.
-std::mutex pools_mutex;
-std::set<c10::MempoolId_t> pools_capturing;
-
 class HostGraph final : public Graph, public RecordingCapture {
 public:
   explicit HostGraph(bool keep_graph) : id_(nextGraphId++), keep_graph_(keep_graph) {}
 
   ~HostGraph() override {
     stopRecording(this);
-    forgetPool();
+    pool_claim_.release();
   }
 
   HostGraph(const HostGraph&) = delete;
@@ -78,32 +71,14 @@ public:
         "This accel Graph instance already owns a captured graph. To capture a new graph, create a new instance.");
     checkCaptureStream();
     const c10::Stream stream = runtime().getStream(runtime().getDevice());
-    TORCH_CHECK_VALUE(
-        pool.first == 0 || pool.second == 0,
-        "accel graph: pool=(",
-        pool.first,
-        ", ",
-        pool.second,
-        ") is no memory pool; pass graph_pool_handle() or another graph's pool()");
-    const bool shares_pool = pool.first != 0 || pool.second != 0;
-    if (shares_pool) {
-      std::lock_guard<std::mutex> lock(pools_mutex);
-      TORCH_CHECK(
-          pools_capturing.insert(pool).second,
-          "accel graph: another graph is capturing into the memory pool (",
-          pool.first,
-          ", ",
-          pool.second,
-          "); captures that share a pool must run one after the other");
-      capturing_pool_ = pool;
-    }
+    pool_claim_.claim(pool);
     try {
       startRecording(stream, this);
     } catch (...) {
-      forgetPool();
+      pool_claim_.release();
       throw;
     }
-    pool_ = shares_pool ? pool : c10::MempoolId_t{id_, 0};
+    pool_ = pool != c10::MempoolId_t{0, 0} ? pool : c10::MempoolId_t{id_, 0};
     {
       std::lock_guard<std::mutex> lock(mutex_);
       invalidated_ = false;
@@ -120,7 +95,7 @@ public:
     TORCH_CHECK(stream == capture_stream_, "Capture must end on the same stream it began on.");
     stopRecording(this);
     capturing_ = false;
-    forgetPool();
+    pool_claim_.release();
     std::string failure;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -165,7 +140,7 @@ public:
     if (capturing_) {
       stopRecording(this);
       capturing_ = false;
-      forgetPool();
+      pool_claim_.release();
     }
     std::vector<Step> steps;
     {
@@ -236,14 +211,6 @@ public:
   }
 
 private:
-  void forgetPool() noexcept {
-    if (capturing_pool_.has_value()) {
-      std::lock_guard<std::mutex> lock(pools_mutex);
-      pools_capturing.erase(*capturing_pool_);
-      capturing_pool_.reset();
-    }
-  }
-
   struct Step {
     std::string name;
     c10::DeviceIndex device;
@@ -254,7 +221,7 @@ private:
   const bool keep_graph_;
   c10::MempoolId_t pool_{0, 0};
   // The shared pool this graph is capturing into, while it captures.
-  std::optional<c10::MempoolId_t> capturing_pool_;
+  SharedPoolClaim pool_claim_;
   c10::Stream capture_stream_{c10::Stream::DEFAULT, c10::Device(kAccel, 0)};
   bool capturing_ = false;
   bool capture_ended_ = false;
