@@ -157,6 +157,7 @@ SOURCE_SHA256 = {
     "torch.amp.autocast_mode.custom_fwd": "2f665f568576c2a10e351c70e1a410c7cc8edeadc3cc75b17732a448e785a8cc",
     "torch.amp.autocast_mode.custom_bwd": "e07adc3a17d4f3d4361e77648d6455443538ef600f0aff6092d9f11f7de81d6d",
     "torch.serialization.load": "eabc8a40415739b37926a529837739186ef23d8bb727e26cd5d2b8dec38047bb",
+    "accelerate.utils.modeling.get_max_memory": "b9385fe2013505d4f32e3d27a8966272431e46fb9d54326cbad0261626e9eb82",
     "torch.distributed.distributed_c10d.init_process_group": "b26b016e14ccfda0b2a383a365527ad39a99b616c38f167cbe27c7d544778e73",
     "torch.distributed.distributed_c10d.new_group": "d5ff3e1763ec7ccd5ae9ea1ba97461b127a93cdc18e7a47462786af9005b27b5",
 }

@@ -38,6 +38,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from . import _patches
+from ._dynamo.registration import call_after_import
 from ._core import (
     DEVICE_TYPE,
     current_device,
@@ -169,6 +170,11 @@ class _CudaToAccel(TorchFunctionMode):
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: Optional[dict] = None) -> Any:
         kwargs = kwargs or {}
+        if func is torch.device:
+            # torch.device("cuda") stays cuda's: libraries accept devices by
+            # type name ("fp16 requires a device in ('cuda', ...)"); the
+            # tensors made on it land on accel.
+            return func(*args, **kwargs)
         if func is _TENSOR_CUDA:
             return _tensor_cuda(*args, **kwargs)
         # The getter is a new method-wrapper at each access: compared by equality.
@@ -279,6 +285,39 @@ _REFUSED: dict[str, str] = {
 }
 
 
+class _CudaDevice(device):
+    r"""``torch.cuda.device`` on accel: takes cuda devices (``torch.device("cuda")`` stays cuda's)."""
+
+    def __init__(self, device: Any) -> None:
+        super().__init__(to_accel(device))
+
+
+class _CudaStream(Stream):
+    r"""``torch.cuda.Stream`` on accel: takes cuda devices."""
+
+    def __new__(cls, device: Any = None, priority: int = 0, **kwargs: Any) -> "_CudaStream":
+        return super().__new__(cls, to_accel(device), priority, **kwargs)
+
+
+def _taking_cuda_devices(function: Callable[..., Any]) -> Callable[..., Any]:
+    r"""``function`` with cuda devices among its arguments replaced by accel's."""
+
+    @functools.wraps(function)
+    def redirected(*args: Any, **kwargs: Any) -> Any:
+        return function(*(to_accel(a) for a in args), **{k: to_accel(v) for k, v in kwargs.items()})
+
+    return redirected
+
+
+def _redirection(name: str) -> Any:
+    if name == "device":
+        return _CudaDevice
+    if name == "Stream":
+        return _CudaStream
+    replacement = _REDIRECTED[name]
+    return replacement if inspect.isclass(replacement) else _taking_cuda_devices(replacement)
+
+
 def refusal_message(name: str) -> str:
     return (
         f"torch.cuda.{name} is not redirected to accel by torch_accel's CUDA-program opt-in "
@@ -356,7 +395,7 @@ def _refusing(name: str, original: Any) -> Any:
 def cuda_module_redirected(*originals: Any) -> None:
     # The names are the keys of _REDIRECTED, in order (test_transfer_to_accel checks it).
     for name in _REDIRECTED:
-        setattr(torch.cuda, name, _REDIRECTED[name])
+        setattr(torch.cuda, name, _redirection(name))
 
 
 @_patches.patch(
@@ -514,6 +553,47 @@ def process_groups_on_accel(init_process_group: Callable[..., Any], new_group: C
         _patches.rebind(original, replacement, "torch")
 
 
+# --- accelerate ----------------------------------------------------------------------
+
+
+def _max_memory_key(key: Any) -> Any:
+    r"""accelerate's key for ``key``: the index of an accel (or cuda) device, which
+    is what accelerate's integer keys mean under the opt-in; other keys unchanged."""
+    if isinstance(key, (str, torch.device)) and not isinstance(key, int):
+        try:
+            parsed = torch.device(to_accel(key))
+        except RuntimeError:
+            return key
+        if parsed.type == DEVICE_TYPE and parsed.index is not None:
+            return parsed.index
+    return key
+
+
+@_patches.patch("accelerate.utils.modeling.get_max_memory")
+def max_memory_with_accel_keys(get_max_memory: Callable[..., Any]) -> None:
+    # from_pretrained(device_map=..., max_memory={"accel:0": ..., "accel:1": ...}):
+    # accelerate knows devices by integer index ("Device accel:0 is not
+    # recognized"); under the opt-in its indices are accel's.
+    from accelerate.utils import modeling
+
+    @functools.wraps(get_max_memory)
+    def get_max_memory_with_accel_keys(max_memory: Optional[dict] = None) -> Any:
+        if max_memory is not None:
+            # In place, as accelerate converts the sizes: transformers' own
+            # get_max_memory reads the caller's dict again afterwards.
+            for key in [key for key in max_memory if _max_memory_key(key) is not key]:
+                max_memory[_max_memory_key(key)] = max_memory.pop(key)
+        return get_max_memory(max_memory)
+
+    modeling.get_max_memory = get_max_memory_with_accel_keys
+    _patches.rebind(get_max_memory, get_max_memory_with_accel_keys, "accelerate")
+    _patches.rebind(get_max_memory, get_max_memory_with_accel_keys, "transformers")
+
+
+def _patch_accelerate() -> None:
+    _patches.apply(max_memory_with_accel_keys)
+
+
 # --- the opt-in ---------------------------------------------------------------------
 
 
@@ -537,6 +617,9 @@ def enable() -> None:
         )
         if torch.distributed.is_available():
             _patches.apply(process_groups_on_accel)
+        # accelerate's, when (if ever) it is imported: importing it here would
+        # cost every opted-in program seconds.
+        call_after_import("accelerate.utils.modeling", _patch_accelerate)
         _mode = _CudaToAccel()
         _mode.__enter__()
         _enabled = True
