@@ -130,6 +130,12 @@ def test_cuda_calls_run_on_accel(how, two_devices):
         assert torch.empty(2).to("cuda:1").device == torch.device("accel", 1)
         assert torch.empty(2).to(torch.device("cuda")).device == torch.device("accel", 0)
         assert torch.empty(2).new_ones(3, device="cuda:1").device == torch.device("accel", 1)
+        torch.set_default_device("cuda")
+        assert torch.ones(1).device == torch.device("accel", 0)
+        torch.set_default_device(None)
+        with torch.device("cuda:1"):
+            assert torch.ones(1).device == torch.device("accel", 1)
+        assert torch.ones(1).device == torch.device("cpu")
         x = torch.empty(2).cuda()
         assert x.is_cuda and not torch.empty(1).is_cuda
         torch.cuda.set_device(1)

@@ -156,6 +156,7 @@ SOURCE_SHA256 = {
     "torch.amp.grad_scaler.GradScaler.__init__": "beeaa9dfaad002599b6a75f26afc019221715e99fb3ebab482713dceabac4616",
     "torch.amp.autocast_mode.custom_fwd": "2f665f568576c2a10e351c70e1a410c7cc8edeadc3cc75b17732a448e785a8cc",
     "torch.amp.autocast_mode.custom_bwd": "e07adc3a17d4f3d4361e77648d6455443538ef600f0aff6092d9f11f7de81d6d",
+    "torch.utils._device.DeviceContext.__init__": "786b946b20cf685f074f953fd93508406bb23f31a98485ce4059d72a9125609e",
     "torch.serialization.load": "eabc8a40415739b37926a529837739186ef23d8bb727e26cd5d2b8dec38047bb",
     "accelerate.utils.modeling.get_max_memory": "b9385fe2013505d4f32e3d27a8966272431e46fb9d54326cbad0261626e9eb82",
     "torch.distributed.distributed_c10d.init_process_group": "b26b016e14ccfda0b2a383a365527ad39a99b616c38f167cbe27c7d544778e73",

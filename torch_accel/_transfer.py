@@ -16,8 +16,11 @@ does) calls ``enable``. From then on, in this process, "cuda" means accel:
 - ``torch.autocast("cuda")``, ``torch.amp.GradScaler("cuda")``,
   ``torch.amp.custom_fwd/custom_bwd(device_type="cuda")``,
   ``torch.load(map_location="cuda")`` (and checkpoints saved on cuda),
-  ``init_process_group("nccl")`` / ``new_group(backend="nccl")`` take accel's
-  device type and c10d backend instead.
+  ``init_process_group("nccl")`` / ``new_group(backend="nccl")``,
+  ``torch.set_default_device("cuda")`` / ``with torch.device("cuda")`` take
+  accel's device type and c10d backend instead;
+- accelerate's ``get_max_memory`` (``from_pretrained(max_memory=...)``) takes
+  accel's device names as keys, once accelerate is imported.
 
 Everything above is a patch in the registry (torch_accel/_patches.py), applied
 by ``enable`` only: without the opt-in nothing here runs. The mode lives on the
@@ -191,6 +194,21 @@ class _CudaToAccel(TorchFunctionMode):
 
 
 _mode: Optional[_CudaToAccel] = None
+
+
+@_patches.patch("torch.utils._device.DeviceContext.__init__")
+def default_device_on_accel(context_init: Callable[..., None]) -> None:
+    # torch.set_default_device("cuda") and `with torch.device("cuda"):` push a
+    # DeviceContext, which PyTorch keeps at the bottom of the mode stack, below
+    # _CudaToAccel: the device it fills in must already be accel's.
+    from torch.utils._device import DeviceContext
+
+    @functools.wraps(context_init)
+    def init(self: Any, device: Any) -> None:
+        context_init(self, device)
+        self.device = to_accel(self.device)
+
+    DeviceContext.__init__ = init
 
 
 # --- torch.cuda ---------------------------------------------------------------------
@@ -613,6 +631,7 @@ def enable() -> None:
             autocast_on_accel,
             grad_scaler_on_accel,
             custom_autograd_on_accel,
+            default_device_on_accel,
             load_onto_accel,
         )
         if torch.distributed.is_available():
