@@ -149,6 +149,7 @@ def test_cuda_calls_run_on_accel(how, two_devices):
         # Streams, events, synchronisation
         s = torch.cuda.Stream(device="cuda:1")
         assert s.device == torch.device("accel", 1)
+        assert isinstance(torch.cuda.current_stream(), torch.cuda.Stream) and isinstance(s, torch.accel.Stream)
         with torch.cuda.stream(s):
             assert torch.cuda.current_stream(1) == s
         e = torch.cuda.Event()

@@ -310,7 +310,13 @@ class _CudaDevice(device):
         super().__init__(to_accel(device))
 
 
-class _CudaStream(Stream):
+class _AnyAccelStream(type(Stream)):  # type: ignore[misc]
+    def __instancecheck__(cls, instance: Any) -> bool:
+        # isinstance(torch.cuda.current_stream(), torch.cuda.Stream) holds.
+        return isinstance(instance, Stream)
+
+
+class _CudaStream(Stream, metaclass=_AnyAccelStream):
     r"""``torch.cuda.Stream`` on accel: takes cuda devices."""
 
     def __new__(cls, device: Any = None, priority: int = 0, **kwargs: Any) -> "_CudaStream":
