@@ -28,9 +28,12 @@ CHECKER = os.path.join(ROOT, "tools", "check_package.py")
 
 def _import_every_module() -> None:
     # The patches are declared by the modules of their areas, most of them
-    # imported only when torch.compile needs them.
+    # imported only when torch.compile needs them. Importing
+    # torch_accel.transfer_to_accel is the CUDA-program opt-in, which must not
+    # reach this process; its patches are declared by torch_accel._transfer.
     for module in pkgutil.walk_packages(torch_accel.__path__, "torch_accel."):
-        importlib.import_module(module.name)
+        if module.name != "torch_accel.transfer_to_accel":
+            importlib.import_module(module.name)
 
 
 @pytest.mark.parametrize("name", sorted(_patches.SOURCE_SHA256))

@@ -173,6 +173,12 @@ def _register() -> None:
     register_c10d_backend()
     # torch.multiprocessing is loaded with torch, its reductions registered.
     register_multiprocessing_reductions()
+    # The opt-in that runs CUDA programs on accel (docs/cuda-programs.md):
+    # `import torch_accel.transfer_to_accel`, or this variable.
+    from ._transfer import enable as run_cuda_programs_on_accel, enabled_by_environment
+
+    if enabled_by_environment():
+        run_cuda_programs_on_accel()
 
 
 _register()
