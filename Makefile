@@ -14,6 +14,11 @@
 #                  and on its target, compared bit for bit; FUZZ_SEED (first seed),
 #                  FUZZ_PROGRAMS, FUZZ_TIME (seconds, 0: no limit), FUZZ_JOBS,
 #                  FUZZ_ARGS (more options: python -m tools.fuzz --help)
+#   make soak      a long training loop on accel (tools/soak.py: eager and compiled,
+#                  side streams, pinned-memory DataLoader workers, checkpoints)
+#                  whose memory statistics, resident memory, file descriptors and
+#                  threads must stay flat; SOAK_MINUTES (default 20), SOAK_ARGS
+#                  (more options: python -m tools.soak --help); docs/soak.md
 #   make bench     benchmarks/ (accel against its target, ratios; BENCH_ARGS=--quick ...)
 #   make test-isa  the suites that compare accel with the CPU bit for bit, once
 #                  per CPU code-path setting (ATen's, MKL's and oneDNN's
@@ -39,7 +44,7 @@ PYTEST_ARGS ?=
 BENCH_ARGS ?=
 NATIVE_SOURCES := setup.py $(shell find csrc third_party/accelrt/src third_party/accelrt/include -name '*.cpp' -o -name '*.h' 2>/dev/null)
 
-.PHONY: install build test test-accelrt test-python test-isa demo gpu-test gpu-build gpu-wheels bench fuzz lint asan clean
+.PHONY: install build test test-accelrt test-python test-isa demo gpu-test gpu-build gpu-wheels bench fuzz soak lint asan clean
 
 install: build
 
@@ -121,6 +126,14 @@ FUZZ_JOBS ?= 1
 FUZZ_ARGS ?=
 fuzz: install
 	$(PY) -m tools.fuzz --seed $(FUZZ_SEED) --programs $(FUZZ_PROGRAMS) --time $(FUZZ_TIME) --jobs $(FUZZ_JOBS) $(FUZZ_ARGS)
+
+# The samples and the verdict go to build/soak/soak.json; the table printed
+# shows about one sample a minute (a round takes a couple of seconds).
+SOAK_MINUTES ?= 20
+SOAK_ARGS ?=
+soak: install
+	mkdir -p build/soak
+	$(PY) -m tools.soak --minutes $(SOAK_MINUTES) --json build/soak/soak.json --table-every 30 $(SOAK_ARGS)
 
 lint: install
 	find csrc third_party/accelrt -name '*.cpp' -o -name '*.h' | xargs clang-format --dry-run --Werror

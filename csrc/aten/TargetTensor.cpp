@@ -7,6 +7,7 @@
 #include <c10/core/TensorImpl.h>
 #include <c10/util/SmallVector.h>
 
+#include <cstring>
 #include <optional>
 
 namespace torch_accel {
@@ -54,9 +55,39 @@ bool hasInlineSlotsPastDimOf(c10::TensorImpl* impl, const c10::TensorImpl* sourc
   return differs == 0;
 }
 
+// Gives a target view `source`'s lazy conjugation and negation bits: kernels
+// that handle them themselves see them (set only when they differ: setting
+// one rebuilds the key set).
+at::Tensor withLazyBits(c10::intrusive_ptr<c10::TensorImpl> impl, const c10::TensorImpl* source) {
+  if (C10_UNLIKELY(impl->is_conj() != source->is_conj())) {
+    impl->_set_conj(source->is_conj());
+  }
+  if (C10_UNLIKELY(impl->is_neg() != source->is_neg())) {
+    impl->_set_neg(source->is_neg());
+  }
+  return at::Tensor(std::move(impl));
+}
+
+// Whether `impl` holds `source`'s sizes, strides and offset already, and the
+// same inline slots past dim(): a recycled view often does (operators run on
+// tensors of few shapes). Both inline, all five size and five stride slots
+// are compared at once, which costs less than comparing the sizes and
+// strides and then the slots past them.
+bool hasSameInlineMetadata(c10::TensorImpl* impl, const c10::TensorImpl* source) {
+  constexpr size_t kInline = C10_SIZES_AND_STRIDES_MAX_INLINE_SIZE;
+  const c10::impl::SizesAndStrides& mine = impl->sizes_and_strides();
+  const c10::impl::SizesAndStrides& theirs = const_cast<c10::TensorImpl*>(source)->sizes_and_strides();
+  return mine.size() == theirs.size() && mine.size() <= kInline && impl->storage_offset() == source->storage_offset() &&
+         std::memcmp(mine.sizes_data(), theirs.sizes_data(), kInline * sizeof(int64_t)) == 0 &&
+         std::memcmp(mine.strides_data(), theirs.strides_data(), kInline * sizeof(int64_t)) == 0;
+}
+
 // Gives a target view `accel`'s sizes, strides, offset and lazy bits.
 at::Tensor withViewMetadata(c10::intrusive_ptr<c10::TensorImpl> impl, const at::Tensor& accel) {
   const c10::TensorImpl* source = accel.unsafeGetTensorImpl();
+  if (C10_LIKELY(hasSameInlineMetadata(impl.get(), source))) {
+    return withLazyBits(std::move(impl), source);
+  }
   const c10::IntArrayRef sizes = source->sizes();
   const c10::IntArrayRef strides = source->strides();
   const int64_t storage_offset = source->storage_offset();
@@ -75,15 +106,7 @@ at::Tensor withViewMetadata(c10::intrusive_ptr<c10::TensorImpl> impl, const at::
     // tensors of few shapes); setting them recomputes the contiguity flags.
     impl->set_sizes_and_strides(sizes, strides, storage_offset);
   }
-  // Kernels that handle lazy conjugation/negation themselves see the bits
-  // (set only when they differ: setting one rebuilds the key set).
-  if (C10_UNLIKELY(impl->is_conj() != source->is_conj())) {
-    impl->_set_conj(source->is_conj());
-  }
-  if (C10_UNLIKELY(impl->is_neg() != source->is_neg())) {
-    impl->_set_neg(source->is_neg());
-  }
-  return at::Tensor(std::move(impl));
+  return withLazyBits(std::move(impl), source);
 }
 
 // The DataPtr of a target tensor that owns nothing.
@@ -247,7 +270,36 @@ private:
   c10::SmallVector<c10::intrusive_ptr<c10::TensorImpl>, kCapacity> views_;
 };
 
-thread_local RecycledViews recycledViews;
+// The calling thread's views, reached through a plain pointer: a
+// thread_local object with a constructor or destructor is reached through
+// an initialisation guard and more than one TLS lookup at each use, and the
+// pool is used twice per view on every operator call. The pool itself is
+// made at a thread's first use and destroyed at its exit, after which that
+// thread recycles nothing (its destructors may still run operators).
+thread_local RecycledViews* threadViews = nullptr;
+thread_local bool threadViewsDestroyed = false;
+
+C10_NOINLINE RecycledViews* newThreadViews() {
+  if (threadViewsDestroyed) {
+    return nullptr;
+  }
+  struct Owner {
+    RecycledViews views;
+    ~Owner() {
+      threadViews = nullptr;
+      threadViewsDestroyed = true;
+    }
+  };
+  static thread_local Owner owner;
+  threadViews = &owner.views;
+  return threadViews;
+}
+
+// The calling thread's views; null once the thread is exiting.
+RecycledViews* recycledViews() {
+  RecycledViews* views = threadViews;
+  return C10_LIKELY(views != nullptr) ? views : newThreadViews();
+}
 
 // Points a recycled view at `nbytes` at `data`, as targetImpl() would make it.
 void pointTo(c10::TensorImpl* impl, c10::DataPtr data, size_t nbytes, caffe2::TypeMeta dtype, bool resizable) {
@@ -282,7 +334,8 @@ at::Tensor targetOver(
   // resizable", as cuda's do.
   resizable = resizable && storage.resizable();
   auto data = keep_alive ? retainingData(storage, device) : borrowedData(const_cast<void*>(storage.data()), device);
-  auto impl = recycle && !keep_alive ? recycledViews.take(inference_mode) : c10::intrusive_ptr<c10::TensorImpl>();
+  RecycledViews* views = recycle && !keep_alive ? recycledViews() : nullptr;
+  auto impl = views != nullptr ? views->take(inference_mode) : c10::intrusive_ptr<c10::TensorImpl>();
   if (impl) {
     pointTo(impl.get(), std::move(data), storage.nbytes(), accel.dtype(), resizable);
     return withViewMetadata(std::move(impl), accel);
@@ -309,7 +362,8 @@ at::Tensor toNewResizableTarget(const at::Tensor& accel) {
 }
 
 bool hasRecycledTarget() {
-  return recycledViews.size() > 0;
+  const RecycledViews* views = recycledViews();
+  return views != nullptr && views->size() > 0;
 }
 
 at::Tensor toTargetSharingStorage(const at::Tensor& accel, const at::Tensor& same_storage) {
@@ -323,7 +377,9 @@ at::Tensor toTargetKeepingAlive(const at::Tensor& accel) {
 }
 
 void recycleTarget(at::Tensor&& target, bool written_to) {
-  recycledViews.give(std::move(target), written_to);
+  if (RecycledViews* views = recycledViews()) {
+    views->give(std::move(target), written_to);
+  }
 }
 
 at::Tensor toTargetIfAccel(const at::Tensor& tensor) {
