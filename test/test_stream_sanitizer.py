@@ -118,6 +118,20 @@ def test_a_race_between_devices_is_reported(two_devices):
             a * 2  # ordered now
 
 
+def test_copies_between_devices_are_ordered_with_both_devices_streams(two_devices):
+    # As CUDA's: the copy runs on the source device's current stream behind a
+    # two-way barrier with the destination device's current stream.
+    with AccelSanitizerDispatchMode():
+        a0 = torch.ones(N, device="accel:0") + 1
+        a1 = a0.to("accel:1")
+        b = a1 * 2  # accel:1's current stream, after the copy
+        back = b.to("accel:0")
+        assert back.sum().item() == 4 * N
+        side = torch_accel.Stream(device=1)
+        with torch_accel.stream(side), pytest.raises(AccelSanitizerErrors):
+            b.add_(1)  # accel:1's side stream never waited for the copy that read b
+
+
 # --- Freeing memory another stream uses: record_stream -------------------------------
 
 

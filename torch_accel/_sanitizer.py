@@ -121,10 +121,18 @@ def _stream_id(stream: torch.Stream) -> int:
 
 class _ArgumentHandler(_csan.ArgumentHandler):
     # torch.cuda's, for accel tensors instead of cuda ones; it also notes the
-    # device of the first accel tensor, whose current stream runs the kernel.
+    # accel devices involved: the first whose memory is read (else the first
+    # of all) runs the kernel on its current stream.
     def __init__(self) -> None:
         super().__init__()
-        self.device_index: Optional[int] = None
+        self.devices: list[int] = []
+        self.read_devices: list[int] = []
+
+    @property
+    def device_index(self) -> Optional[int]:
+        if self.read_devices:
+            return self.read_devices[0]
+        return self.devices[0] if self.devices else None
 
     def _handle_argument(
         self,
@@ -136,8 +144,11 @@ class _ArgumentHandler(_csan.ArgumentHandler):
     ) -> None:
         if not isinstance(value, torch.Tensor) or value.device.type != "accel":
             return
-        if self.device_index is None:
-            self.device_index = value.device.index
+        index = value.device.index
+        if index not in self.devices:
+            self.devices.append(index)
+        if not is_write and not metadata_only and index not in self.read_devices:
+            self.read_devices.append(index)
         # An empty tensor has no memory (data_ptr 0): tell empty tensors apart by identity.
         key = value.data_ptr() or id(value)
         if is_write:
@@ -178,6 +189,16 @@ class _EventHandler(_csan.EventHandler):
             yield self._running.reports
         finally:
             self._running.reports = previous
+
+    # An event of the analysis' own, never a runtime's (those are addresses).
+    _BARRIER_EVENT = -1
+
+    def barrier(self, waiting: int, waited: int) -> None:
+        # `waiting` orders its later work after `waited`'s work so far.
+        self.syncs.create_event(self._BARRIER_EVENT)
+        self.syncs.record_state(self._BARRIER_EVENT, waited)
+        self.syncs.stream_wait_for_event(waiting, self._BARRIER_EVENT)
+        self.syncs.delete_event(self._BARRIER_EVENT)
 
     def replay(self, reports: list) -> None:
         for method, args in reports:
@@ -307,14 +328,26 @@ class AccelSanitizerDispatchMode(TorchDispatchMode):
         if handler.device_index is None:
             self.event_handler.replay(reports)
             return outputs  # no accel tensor: no accel kernel
+        stream = _stream_id(current_stream(handler.device_index))
+        # A copy between two accel devices runs on the source device's current
+        # stream, behind a two-way barrier with the other device's current
+        # stream, as CUDA's copy between devices (its own CUDA events, which
+        # accel's trace does not hear on the CUDA runtime, and none on the
+        # host runtime): the other stream's work before the copy, and the
+        # copy before the other stream's later work.
+        others = [_stream_id(current_stream(i)) for i in handler.devices if i != handler.device_index]
+        for other in others:
+            self.event_handler.barrier(waiting=stream, waited=other)
         errors = self.event_handler._handle_kernel_launch(
-            _stream_id(current_stream(handler.device_index)),
+            stream,
             handler.dataptrs_read - handler.dataptrs_written,
             handler.dataptrs_written,
             handler.outputs,
             func._schema,
             handler.tensor_aliases,
         )
+        for other in others:
+            self.event_handler.barrier(waiting=other, waited=stream)
         self.event_handler.replay(reports)
         self._raise(self._take_pending_errors() + errors)
         return outputs
