@@ -314,6 +314,20 @@ def test_environment_variable_enables_it_at_import():
     assert "detected a possible data race" in proc.stderr
 
 
+def test_enabled_at_import_with_a_misconfigured_runtime_the_import_still_works():
+    # The runtime's configuration error belongs to accel's first use, as without the sanitizer.
+    proc = run_python(
+        """
+        import torch, torch_accel
+        print("imported")
+        torch.ones(2, device="accel")
+        """,
+        env={"TORCH_ACCEL_SANITIZER": "1", "TORCH_ACCEL_RUNTIME": "bogus"},
+    )
+    assert proc.stdout.split() == ["imported"]
+    assert "TORCH_ACCEL_RUNTIME must be one of auto, cuda, host; got 'bogus'" in proc.stderr
+
+
 def test_environment_variable_must_be_0_or_1():
     proc = run_python("import torch_accel", env={"TORCH_ACCEL_SANITIZER": "yes"})
     assert proc.returncode != 0

@@ -233,6 +233,7 @@ class _EventHandler(_csan.EventHandler):
 # one) and forwarding to the handler of the sanitizer now enabled, if any.
 _active_handler: Optional[_EventHandler] = None
 _callbacks_added = False
+_memory_callbacks_added = False
 
 # (registry name, handler method): the reports of streams and events, which
 # accel's own trace makes, and of memory, which the trace of the runtime's
@@ -270,13 +271,30 @@ def _memory_trace() -> Any:
 
 def _add_callbacks() -> None:
     global _callbacks_added
-    if _callbacks_added:
+    if not _callbacks_added:
+        torch._C._activate_gpu_trace()
+        for registry, method in _STREAM_AND_EVENT_REPORTS:
+            getattr(_gpu_trace, registry).add_callback(functools.partial(_forward, method))
+        _callbacks_added = True
+    _add_memory_callbacks()
+
+
+def _add_memory_callbacks() -> None:
+    # Where accel memory is reported depends on the runtime, which a
+    # misconfigured environment (TORCH_ACCEL_RUNTIME=bogus) makes fail at its
+    # first use: not here, where TORCH_ACCEL_SANITIZER=1 runs at import.
+    # Without a runtime there is no accel memory to follow; the next
+    # operator tries again.
+    global _memory_callbacks_added
+    if _memory_callbacks_added:
         return
-    torch._C._activate_gpu_trace()
-    for trace, reports in ((_gpu_trace, _STREAM_AND_EVENT_REPORTS), (_memory_trace(), _MEMORY_REPORTS)):
-        for registry, method in reports:
-            getattr(trace, registry).add_callback(functools.partial(_forward, method))
-    _callbacks_added = True
+    try:
+        trace = _memory_trace()
+    except (RuntimeError, ValueError):
+        return
+    for registry, method in _MEMORY_REPORTS:
+        getattr(trace, registry).add_callback(functools.partial(_forward, method))
+    _memory_callbacks_added = True
 
 
 class AccelSanitizerDispatchMode(TorchDispatchMode):
@@ -307,6 +325,8 @@ class AccelSanitizerDispatchMode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
+        if not _memory_callbacks_added:
+            _add_memory_callbacks()
         self._raise(self._take_pending_errors())
         if func is aten.record_stream.default:
             # Not a kernel: it tells the allocator that the stream uses the memory.
