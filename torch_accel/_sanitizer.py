@@ -41,6 +41,7 @@ import torch.cuda._sanitizer as _csan
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import _C, _gpu_trace
+from .graphs import is_current_stream_capturing
 from .streams import current_stream
 
 __all__ = [
@@ -335,6 +336,12 @@ class AccelSanitizerDispatchMode(TorchDispatchMode):
                 self.event_handler.record_stream(tensor.data_ptr(), _stream_id(stream))
             return func(*args, **kwargs)
 
+        if is_current_stream_capturing():
+            # A capture runs nothing: its operators run at each replay, which
+            # the sanitizer does not see (as torch.cuda's does not see CUDA
+            # graph replays). Recording them as kernels would report races
+            # that never happen.
+            return func(*args, **kwargs)
         is_factory = func in _UNWRITTEN_FACTORIES or bool(_csan.FACTORY_FUNCTION_REGEX.match(func._schema.name))
         handler = _ArgumentHandler()
         handler.parse_inputs(func._schema, args, kwargs, is_factory=is_factory)
