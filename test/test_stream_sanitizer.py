@@ -132,6 +132,21 @@ def test_copies_between_devices_are_ordered_with_both_devices_streams(two_device
             b.add_(1)  # accel:1's side stream never waited for the copy that read b
 
 
+def test_operators_captured_into_a_graph_are_not_kernels():
+    # A capture runs nothing and a replay is invisible to the sanitizer:
+    # recording the capture's operators on the capture stream would report
+    # the read of y below, which follows the replay on the same stream.
+    x = torch.ones(N, device="accel")
+    g = torch.accel.Graph()
+    with AccelSanitizerDispatchMode() as mode:
+        with torch.accel.graph(g):
+            y = x * 2
+        seen = mode.event_handler.seq_num
+        g.replay()
+        assert torch.equal(y.cpu(), torch.full((N,), 2.0))
+    assert seen == 0
+
+
 # --- Freeing memory another stream uses: record_stream -------------------------------
 
 
