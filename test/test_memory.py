@@ -128,6 +128,9 @@ def test_empty_cache_keeps_live_tensors():
 def test_record_stream_keeps_memory_for_the_stream():
     stream = torch_accel.Stream()
     x = torch.ones(MiB, device="accel")
+    # torch.ones fills x on the current stream: the side stream waits for it
+    # (without this, a race on a GPU; the stream sanitizer reports it).
+    stream.wait_stream(torch_accel.current_stream())
     with torch_accel.stream(stream):
         y = x * 3
     x.record_stream(stream)

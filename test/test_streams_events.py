@@ -221,11 +221,15 @@ def test_stream_record_event_returns_accel_event():
 def _ordered_copy_through_streams(producer: torch.Stream, consumer: torch.Stream, sync_with_event: bool) -> bool:
     """Producer fills a buffer; consumer, after waiting, reads it. True if the consumer saw the producer's data."""
     src = torch.arange(BIG, dtype=torch.int32).remainder_(251).to(torch.uint8)
+    on_device = src.to(producer.device)
     buffer = torch.zeros(BIG, dtype=torch.uint8).to(producer.device)
     out = torch.empty(BIG, dtype=torch.uint8, device=consumer.device)
     with torch_accel.stream(producer):
-        for _ in range(3):  # keep the producer busy
-            buffer.copy_(src)
+        # Keep the producer busy with copies on the device: a blocking copy
+        # from the host would synchronise the producer stream itself (as
+        # CUDA's does) and make the wait below redundant.
+        for _ in range(3):
+            buffer.copy_(on_device)
     if sync_with_event:
         consumer.wait_event(producer.record_event())
     else:

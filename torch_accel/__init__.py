@@ -16,6 +16,8 @@ from those modules, never from here (torch_accel/README.md lists them;
 ``make lint`` checks it).
 """
 
+import importlib
+import os
 import sys
 from typing import Any
 
@@ -128,6 +130,9 @@ __all__ = [
 _INDUCTOR_BACKEND_ATTRIBUTES = ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen", "WrapperFxCodegen")
 
 
+_LAZY_SUBMODULES = ("nvtx", "_sanitizer", "_gpu_trace")
+
+
 def __getattr__(name: str) -> Any:
     # torch.cuda's module global, which device-generic code reads (e.g.
     # torch.utils.checkpoint stashes and restores the device RNG state only
@@ -139,6 +144,11 @@ def __getattr__(name: str) -> Any:
     # default_generators is filled in at initialisation (as torch.cuda's).
     if name == "default_generators":
         return _core.default_generators
+    # Loaded on first use, as cheap imports want: the NVTX ranges, the stream
+    # sanitizer, and the trace's callbacks that PyTorch looks up as
+    # torch.accel._gpu_trace once a GPU trace is active.
+    if name in _LAZY_SUBMODULES:
+        return importlib.import_module(f".{name}", __name__)
     if name in _INDUCTOR_BACKEND_ATTRIBUTES:
         from ._inductor.registration import inductor_backend
 
@@ -183,3 +193,11 @@ def _register() -> None:
 
 _register()
 del _register
+
+# As torch.cuda with TORCH_CUDA_SANITIZER: the stream sanitizer from the start
+# (docs/stream-sanitizer.md). Only the variable is read unless it is set.
+if os.environ.get("TORCH_ACCEL_SANITIZER", "") not in ("", "0"):
+    from ._sanitizer import _enable_from_environment
+
+    _enable_from_environment()
+    del _enable_from_environment

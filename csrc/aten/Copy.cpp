@@ -11,10 +11,12 @@
 #include <csrc/core/AccelDevice.h>
 #include <csrc/graphs/GraphCapture.h>
 #include <csrc/profiler/DeviceActivity.h>
+#include <csrc/runtime/AccelTrace.h>
 
 #include <ATen/ATen.h>
 #include <ATen/ops/copy_native.h>
 #include <ATen/quantized/QTensorImpl.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/MaybeOwned.h>
 #include <torch/library.h>
 
@@ -132,6 +134,12 @@ void copyOnTarget(const at::Tensor& dst, const at::Tensor& src, bool non_blockin
   }
   if (isAccel(src)) {
     recycleTarget(*std::move(target_src));
+  }
+  // A blocking copy between accel and the host returns once the current
+  // stream's work is done, as CUDA's synchronises the stream: the GPU trace
+  // hears of that synchronisation (AccelTrace.h), as of CUDA's.
+  if (C10_UNLIKELY(trace::listener() != nullptr) && !non_blocking && (dst.is_cpu() || src.is_cpu())) {
+    trace::streamSynchronized(c10::impl::getDeviceGuardImpl(kAccel)->getStream(accel.device()));
   }
 }
 

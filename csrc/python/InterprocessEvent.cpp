@@ -10,10 +10,13 @@
 // handle it exported gets that event itself (CUDA opens only other processes'
 // handles). Like CUDA's, the event is created lazily: on the device of the
 // stream that first records it, or on the current device when ipc_handle()
-// is asked first.
+// is asked first. Being the runtime's events without the PrivateUse1 guard
+// in between, they report to PyTorch's GPU trace themselves, as the guard
+// does for torch.Event's (csrc/runtime/AccelTrace.h).
 
 #include <csrc/core/AccelDevice.h>
 #include <csrc/python/InterprocessEvent.h>
+#include <csrc/runtime/AccelTrace.h>
 #include <csrc/runtime/Runtime.h>
 
 #include <c10/core/Stream.h>
@@ -39,6 +42,7 @@ public:
   RuntimeEvent& operator=(const RuntimeEvent&) = delete;
   ~RuntimeEvent() {
     if (!inBadFork()) {
+      trace::eventDeleted(event_);
       runtime().destroyEvent(event_, device_);
     }
   }
@@ -117,6 +121,7 @@ public:
         ".");
     void* event = event_->get();
     runtime().record(&event, stream, event_->device(), c10::EventFlag::PYTORCH_DEFAULT);
+    trace::eventRecorded(event, stream);
   }
 
   void wait(const c10::Stream& stream) const {
@@ -124,6 +129,7 @@ public:
     checkDeviceIndex(stream.device_index());
     if (event_ != nullptr) {
       runtime().block(event_->get(), stream);
+      trace::eventWaited(event_->get(), stream);
     }
   }
 
@@ -136,6 +142,7 @@ public:
     checkNotInBadFork();
     if (event_ != nullptr) {
       runtime().synchronizeEvent(event_->get());
+      trace::eventSynchronized(event_->get());
     }
   }
 

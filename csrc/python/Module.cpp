@@ -17,6 +17,7 @@
 #include <csrc/python/Multiprocessing.h>
 #include <csrc/python/TargetViews.h>
 #include <csrc/runtime/AccelGenerator.h>
+#include <csrc/runtime/AccelTrace.h>
 #include <csrc/runtime/Runtime.h>
 
 #include <ATen/Context.h>
@@ -349,6 +350,28 @@ PYBIND11_MODULE(_C, m) {
     capabilities["inductor_kernels"] = rt.inductorKernels() == InductorKernels::Triton ? "triton" : "cpp";
     capabilities["compiles_triton"] = rt.compilesTriton();
     return capabilities;
+  });
+  // The stream sanitizer's view of the GPU trace (csrc/runtime/AccelTrace.h):
+  // the id a stream is reported under, and the device type whose trace
+  // reports accel memory.
+  m.def("_trace_stream_id", [](int64_t stream_id, int64_t device_index) {
+    return trace::streamId(static_cast<c10::DeviceIndex>(device_index), stream_id);
+  });
+  // Where torch.accel.nvtx's ranges go besides the profiler (the runtime's
+  // annotations: "nvtx", "itt" or "none").
+  m.def("_profiler_annotations", [] {
+    switch (runtime().profilerAnnotations()) {
+    case ProfilerAnnotations::Nvtx:
+      return "nvtx";
+    case ProfilerAnnotations::Itt:
+      return "itt";
+    case ProfilerAnnotations::None:
+      break;
+    }
+    return "none";
+  });
+  m.def("_memory_trace_device_type", [] {
+    return c10::DeviceTypeName(runtime().memoryTraceDeviceType(), /*lower_case=*/true);
   });
   // Forked after initialisation: the runtime's own flag (set whenever the
   // runtime initialised) or torch's (set when Python initialised accel).

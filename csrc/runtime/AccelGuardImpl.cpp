@@ -6,8 +6,11 @@
 // device agreement, use in a process forked after initialisation) live
 // here, so both runtimes report bad input alike. The methods that must not
 // throw (deviceCount, uncheckedSetDevice, destroyEvent) check nothing.
+// Streams and events report to PyTorch's GPU trace here, once for both
+// runtimes (AccelTrace.h).
 
 #include <csrc/core/AccelDevice.h>
+#include <csrc/runtime/AccelTrace.h>
 #include <csrc/runtime/Runtime.h>
 
 #include <c10/macros/Macros.h>
@@ -75,11 +78,15 @@ struct AccelGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
 
   c10::Stream getNewStream(c10::Device device, int priority) const override {
-    return runtime().getNewStream(accelDevice(resolveIndex(device)), priority);
+    const auto stream = runtime().getNewStream(accelDevice(resolveIndex(device)), priority);
+    trace::streamCreated(stream);
+    return stream;
   }
 
   c10::Stream getStreamFromGlobalPool(c10::Device device, bool isHighPriority) const override {
-    return runtime().getStreamFromGlobalPool(accelDevice(resolveIndex(device)), isHighPriority);
+    const auto stream = runtime().getStreamFromGlobalPool(accelDevice(resolveIndex(device)), isHighPriority);
+    trace::streamCreated(stream);
+    return stream;
   }
 
   c10::Stream exchangeStream(c10::Stream stream) const override {
@@ -115,12 +122,21 @@ struct AccelGuardImpl final : public c10::impl::DeviceGuardImplInterface {
         static_cast<int>(device_index),
         " and cannot be recorded on a stream of accel:",
         static_cast<int>(stream.device_index()));
+    const bool created = *event == nullptr;
     runtime().record(event, stream, stream.device_index(), flag);
+    if (created) {
+      trace::eventCreated(*event);
+    }
+    trace::eventRecorded(*event, stream);
   }
 
   void block(void* event, const c10::Stream& stream) const override {
     checkStream(stream);
     runtime().block(event, stream);
+    // Waiting on an event never recorded is a no-op, as CUDA's.
+    if (event != nullptr) {
+      trace::eventWaited(event, stream);
+    }
   }
 
   bool queryEvent(void* event) const override {
@@ -129,6 +145,10 @@ struct AccelGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
 
   void destroyEvent(void* event, const c10::DeviceIndex device_index) const noexcept override {
+    if (event != nullptr) {
+      // Reported first: the runtime may hand the same address to the next event.
+      trace::eventDeleted(event);
+    }
     runtime().destroyEvent(event, device_index);
   }
 
@@ -140,17 +160,22 @@ struct AccelGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void synchronizeStream(const c10::Stream& stream) const override {
     checkStream(stream);
     runtime().synchronizeStream(stream);
+    trace::streamSynchronized(stream);
   }
 
   void synchronizeEvent(void* event) const override {
     checkNotInBadFork();
     runtime().synchronizeEvent(event);
+    if (event != nullptr) {
+      trace::eventSynchronized(event);
+    }
   }
 
   void synchronizeDevice(const c10::DeviceIndex device_index) const override {
     checkNotInBadFork();
     checkDeviceIndex(device_index);
     runtime().synchronizeDevice(device_index);
+    trace::deviceSynchronized();
   }
 
   void recordDataPtrOnStream(const c10::DataPtr& data_ptr, const c10::Stream& stream) const override {

@@ -262,6 +262,14 @@ public:
   // Where torch.profiler's annotation ranges on accel go: the target's.
   virtual ProfilerAnnotations profilerAnnotations() const noexcept = 0;
 
+  // The device type under which PyTorch's GPU trace (c10::impl::GPUTrace)
+  // reports the allocations and frees of accel memory: accel's own where the
+  // runtime's allocator reports them (csrc/runtime/AccelTrace.h), or the
+  // target's where the target's allocator serves accel memory and reports it
+  // as its own (CUDA's caching allocator). The stream sanitizer listens there
+  // (docs/stream-sanitizer.md).
+  virtual c10::DeviceType memoryTraceDeviceType() const noexcept = 0;
+
   // scaled_dot_product_attention's policy (csrc/aten/ScaledDotProductAttention.cpp):
   // ATen's SDPA composite runs a flash-attention choice with CUDA's operator
   // (_scaled_dot_product_flash_attention) for cuda tensors only, and with the

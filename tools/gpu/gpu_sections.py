@@ -309,6 +309,7 @@ SECTIONS: tuple[Section, ...] = (
         tests=(
             "test/test_device.py",
             "test/test_streams_events.py",
+            "test/test_stream_sanitizer.py",
             "test/test_memory.py",
             "test/test_lazy_init.py",
             "test/test_accelerator.py",
@@ -354,10 +355,10 @@ SECTIONS: tuple[Section, ...] = (
     Section(
         name="profiler",
         step="core",
-        what="torch.profiler with CUPTI: accel's kernels recorded and named accel",
+        what="torch.profiler with CUPTI: accel's kernels recorded and named accel; NVTX ranges (torch.accel.nvtx)",
         limit_s=180,
         estimate_s=45,
-        tests=("test/test_profiler.py",),
+        tests=("test/test_profiler.py", "test/test_nvtx.py"),
     ),
     Section(
         name="multiprocessing",

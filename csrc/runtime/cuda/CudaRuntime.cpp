@@ -382,6 +382,10 @@ public:
     return ProfilerAnnotations::Nvtx;
   }
 
+  c10::DeviceType memoryTraceDeviceType() const noexcept override {
+    return c10::kCUDA; // CUDA's caching allocator reports accel memory as its own
+  }
+
   bool compositeRunsTargetFlashAttention() const noexcept override {
     return false; // the composite would call the CPU's flash operator, which CUDA lacks
   }

@@ -6,6 +6,7 @@
 // the history, and the memory fraction that caps each device.
 
 #include <csrc/core/AccelDevice.h>
+#include <csrc/runtime/AccelTrace.h>
 #include <csrc/runtime/Runtime.h>
 #include <csrc/runtime/host/AccelrtCheck.h>
 #include <csrc/runtime/host/HostAllocator.h>
@@ -140,6 +141,7 @@ c10::DataPtr allocateOnCurrentDevice(size_t nbytes, c10::DeviceIndex device, c10
     TORCH_ACCEL_ACCELRT_CHECK(err);
   }
   ledger.recordAllocation(device, ptr, nbytes, stream, std::move(context), /*reserved=*/capped);
+  trace::memoryAllocated(ptr);
   return c10::DataPtr(ptr, ptr, &deleteAccelrtMemory, label);
 }
 
@@ -153,6 +155,8 @@ void freeAccelrtMemory(void* ptr) noexcept {
   if (ptr == nullptr) {
     return;
   }
+  // Reported before the memory goes back, for the same reason as below.
+  trace::memoryFreed(ptr);
   auto& ledger = hostMemoryLedger();
   try {
     // Recorded before the memory goes back, so that an allocation reusing

@@ -460,6 +460,10 @@ public:
     return ProfilerAnnotations::Itt;
   }
 
+  c10::DeviceType memoryTraceDeviceType() const noexcept override {
+    return kAccel; // HostAllocator reports its allocations and frees
+  }
+
   bool compositeRunsTargetFlashAttention() const noexcept override {
     return true; // _scaled_dot_product_flash_attention_for_cpu, as for cpu
   }
