@@ -88,6 +88,20 @@ accelrtError_t accelrtEventDestroy(accelrtEvent_t event) {
   return r.live.erase(key(event)) != 0 ? accelrtSuccess : accelrtErrorInvalidResourceHandle;
 }
 
+accelrtError_t accelrtEventGetDevice(accelrtEvent_t event, int* device) {
+  if (device == nullptr)
+    return accelrtErrorInvalidValue;
+  if (event == nullptr)
+    return accelrtErrorInvalidResourceHandle;
+  EventRegistry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  auto it = r.live.find(key(event));
+  if (it == r.live.end())
+    return accelrtErrorInvalidResourceHandle;
+  *device = it->second.device;
+  return accelrtSuccess;
+}
+
 accelrtError_t accelrtEventRecord(accelrtEvent_t event, accelrtStream_t stream) {
   if (event == nullptr)
     return accelrtErrorInvalidResourceHandle;

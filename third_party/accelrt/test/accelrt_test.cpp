@@ -1290,6 +1290,17 @@ void test_fault_injection() {
   EXPECT_OK(accelrtEventCreate(&start));
   EXPECT_OK(accelrtEventCreate(&end));
   EXPECT_OK(accelrtEventRecord(start, nullptr));
+  // An event's device: current at creation, then its stream's (here device 1's default stream).
+  int event_device = -1;
+  EXPECT_OK(accelrtEventGetDevice(start, &event_device));
+  EXPECT(event_device == 0);
+  EXPECT_OK(accelrtSetDevice(1));
+  EXPECT_OK(accelrtEventRecord(start, nullptr));
+  EXPECT_OK(accelrtSetDevice(0));
+  EXPECT_OK(accelrtEventGetDevice(start, &event_device));
+  EXPECT(event_device == 1);
+  EXPECT_ERR(accelrtEventGetDevice(start, nullptr), accelrtErrorInvalidValue);
+  EXPECT_ERR(accelrtEventGetDevice(nullptr, &event_device), accelrtErrorInvalidResourceHandle);
   EXPECT_OK(accelrtFaultInject(accelrtFaultStreamEvent, 0, 1.0, 0));
   accelrtEvent_t not_created = nullptr;
   EXPECT_ERR(accelrtEventCreate(&not_created), accelrtErrorInjectedFault);

@@ -220,6 +220,8 @@ accelrtError_t accelrtEventCreate(accelrtEvent_t* event);
 accelrtError_t accelrtEventCreateWithFlags(accelrtEvent_t* event, unsigned int flags);
 /* Destroys an event; NULL, unknown or destroyed handle -> InvalidResourceHandle. */
 accelrtError_t accelrtEventDestroy(accelrtEvent_t event);
+/* Writes the event's device: the device current at its creation, or of the stream it was last recorded on. */
+accelrtError_t accelrtEventGetDevice(accelrtEvent_t event, int* device);
 /* Records the event on stream (NULL = current device's default stream): timestamp = now. */
 accelrtError_t accelrtEventRecord(accelrtEvent_t event, accelrtStream_t stream);
 /* Success: recorded events are complete and a never-recorded event counts as complete (as CUDA). */
