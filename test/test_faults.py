@@ -304,6 +304,44 @@ def test_failed_copy_leaves_the_destination_unchanged():
     assert torch.equal(destination.cpu(), torch.arange(8.0))
 
 
+# --- A resize that cannot allocate leaves the tensor as it was --------------
+# ATen's resize sets the new sizes before it allocates: after an out-of-memory
+# error the tensor (on cpu and cuda alike) claims memory it does not have.
+
+
+def test_failed_resize_leaves_the_tensor_as_it_was():
+    x = torch.arange(6.0, device="accel").reshape(2, 3)
+    before = memory_state()
+    with faults.injected("allocation", nth=1), pytest.raises(torch.OutOfMemoryError):
+        x.resize_(1 << 20)
+    assert (x.shape, x.stride(), x.untyped_storage().nbytes()) == ((2, 3), (3, 1), 24)
+    assert torch.equal(x.cpu(), torch.arange(6.0).reshape(2, 3))
+    assert memory_state() == before
+    y = torch.zeros(2, 3, 4, 5, device="accel")
+    with faults.injected("allocation", nth=1), pytest.raises(torch.OutOfMemoryError):
+        y.resize_(4, 3, 8, 8, memory_format=torch.channels_last)
+    assert (y.shape, y.stride()) == ((2, 3, 4, 5), (60, 20, 5, 1))
+    assert x.resize_(1 << 10).shape == (1 << 10,)
+    assert y.resize_(4, 3, 8, 8, memory_format=torch.channels_last).stride() == torch.empty(4, 3, 8, 8).to(memory_format=torch.channels_last).stride()
+
+
+def test_failed_resize_of_an_out_argument_leaves_it_as_it_was():
+    a = torch.arange(1000.0)
+    accel_a = a.to("accel")
+    out = torch.arange(2.0, device="accel")
+    out_view = out[:]
+    with faults.injected("allocation", nth=1), pytest.raises(torch.OutOfMemoryError) as error:
+        torch.add(accel_a, accel_a, out=out)
+    assert "accel:0" in str(error.value)
+    for t in (out, out_view):
+        assert (t.shape, t.untyped_storage().nbytes()) == ((2,), 8)
+        assert torch.equal(t.cpu(), torch.arange(2.0))
+    torch.add(accel_a, accel_a, out=out)  # the same call without the fault: as on cpu
+    expected = torch.arange(2.0)
+    torch.add(a, a, out=expected)
+    assert torch.equal(out.cpu(), expected)
+
+
 # --- Operators that allocate several times ----------------------------------
 
 OPERATORS = {
