@@ -230,7 +230,9 @@ public:
     if (err == accelrtErrorNotReady) {
       return false;
     }
-    TORCH_ACCEL_ACCELRT_EVENT_CHECK(accelrt_event, err);
+    if (err != accelrtSuccess) {
+      throwAccelrtEventError(accelrt_event, err, "accelrtEventQuery(event)");
+    }
     return true;
   }
 
@@ -250,7 +252,9 @@ public:
       if (err == accelrtErrorNotReady) {
         return false;
       }
-      TORCH_ACCEL_ACCELRT_CHECK(err);
+      if (err != accelrtSuccess) {
+        throwAccelrtError(err, "accelrtStreamQuery(stream)");
+      }
       return true;
     });
   }
