@@ -51,7 +51,7 @@ from ._core import (
     set_device,
     synchronize,
 )
-from . import amp, graphs, memory, random
+from . import _fault_injection, amp, graphs, memory, random
 from .graphs import AccelGraph, Graph, graph, graph_pool_handle, is_current_stream_capturing, make_graphed_callables
 from .memory import (
     attach_out_of_memory_observer,

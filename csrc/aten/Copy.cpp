@@ -12,6 +12,8 @@
 #include <csrc/graphs/GraphCapture.h>
 #include <csrc/profiler/DeviceActivity.h>
 #include <csrc/runtime/AccelTrace.h>
+#include <csrc/runtime/FaultInjection.h>
+#include <csrc/runtime/Runtime.h>
 
 #include <ATen/ATen.h>
 #include <ATen/ops/copy_native.h>
@@ -111,6 +113,9 @@ void copyOnTarget(const at::Tensor& dst, const at::Tensor& src, bool non_blockin
   // The copy is an accel kernel in profiler traces (see DeviceActivity.h).
   static const std::string kCopy = "aten::copy_";
   const auto& accel = isAccel(dst) ? dst : src;
+  if (C10_UNLIKELY(copyFaultsArmed())) {
+    runtime().checkCopyFault(accel.device().index()); // docs/fault-injection.md
+  }
   RecordDeviceActivity kernel(kCopy, accel.device().index());
   auto target_dst = targetIfAccel(dst);
   // Views of one accel storage are views of one target storage, so that the

@@ -7,6 +7,7 @@
 #include <csrc/aten/TargetTensor.h>
 #include <csrc/core/AccelDevice.h>
 
+#include <ATen/EmptyTensor.h>
 #include <c10/core/TensorImpl.h>
 
 #include <algorithm>
@@ -372,6 +373,15 @@ void TargetCall::syncBack(const MappedTensor& mapped, bool storage_synced) {
   }
   if (target.sizes() != accel_tensor.sizes() || target.strides() != accel_tensor.strides() ||
       target.storage_offset() != accel_tensor.storage_offset()) {
+    // After a kernel's error, a target resize that could not allocate has
+    // left sizes its storage cannot hold (ATen sets them first): the accel
+    // tensor keeps its own rather than claim memory it does not have
+    // (docs/fault-injection.md).
+    if (target.numel() != 0 &&
+        at::detail::computeStorageNbytes(target.sizes(), target.strides(), target.itemsize(), target.storage_offset()) >
+            accel_tensor.storage().nbytes()) {
+      return;
+    }
     accel->set_sizes_and_strides(target.sizes(), target.strides(), target.storage_offset());
   }
 }

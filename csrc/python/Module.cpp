@@ -11,6 +11,7 @@
 #ifdef TORCH_ACCEL_WITH_DISTRIBUTED
 #include <csrc/python/Distributed.h>
 #endif
+#include <csrc/python/FaultInjection.h>
 #include <csrc/python/Graphs.h>
 #include <csrc/python/InterprocessEvent.h>
 #include <csrc/python/Memory.h>
@@ -476,6 +477,7 @@ PYBIND11_MODULE(_C, m) {
     return allocatorFor(device)->getMemoryInfo(static_cast<c10::DeviceIndex>(device));
   });
   initMemoryBindings(m);
+  initFaultInjectionBindings(m);
 
   m.def("_alias_fallback_calls", [] { return targetCallCount(); });
   initTargetViewBindings(m);

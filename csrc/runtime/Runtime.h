@@ -16,6 +16,7 @@
 // example targetType(), the device type whose kernels run accel's work).
 
 #include <csrc/core/AccelDevice.h>
+#include <csrc/runtime/FaultInjection.h>
 #include <csrc/runtime/Graph.h>
 #include <csrc/runtime/ObservableAllocator.h>
 
@@ -230,6 +231,25 @@ public:
   // map of workspaces would keep that memory (and the pool) alive and hand
   // it to work outside the graph.
   virtual void clearLibraryWorkspaces() const = 0;
+
+  // === Fault injection (FaultInjection.h, docs/fault-injection.md) =========
+  //
+  // For tests of the error paths above the runtime: operations of an armed
+  // kind fail as the device would fail them (an allocation with
+  // torch.OutOfMemoryError, anything else with a RuntimeError), each naming
+  // the device. A runtime that cannot inject faults raises from
+  // injectFaults() and counts nothing.
+
+  // Arms `kind` with `plan` (a plan that is not armed() disarms it) and
+  // resets its counts.
+  virtual void injectFaults(FaultKind kind, const FaultPlan& plan) const = 0;
+
+  virtual FaultCounts faultCounts(FaultKind kind) const = 0;
+
+  // A copy to, from or within accel:`device` is about to run on its current
+  // stream: throws the failure injected for it, if any. Copy code calls it
+  // only while copyFaultsArmed().
+  virtual void checkCopyFault(c10::DeviceIndex device) const = 0;
 
   // === Capabilities ========================================================
   //

@@ -356,6 +356,22 @@ public:
     at::cuda::clearCublasWorkspaces();
   }
 
+  // --- Fault injection: not on CUDA, whose driver injects none -------------
+
+  void injectFaults(FaultKind kind, const FaultPlan& plan) const override {
+    TORCH_CHECK(
+        !plan.armed(),
+        "accel: fault injection (",
+        faultKindName(kind),
+        ") needs the host runtime; this process runs the cuda runtime (docs/fault-injection.md)");
+  }
+
+  FaultCounts faultCounts(FaultKind /*kind*/) const override {
+    return FaultCounts{};
+  }
+
+  void checkCopyFault(c10::DeviceIndex /*device*/) const override {}
+
   // --- Capabilities: accel's kernels are CUDA's, on CUDA memory ------------
 
   bool memoryIsHostMemory() const noexcept override {

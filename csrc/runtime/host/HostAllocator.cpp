@@ -138,7 +138,7 @@ c10::DataPtr allocateOnCurrentDevice(size_t nbytes, c10::DeviceIndex device, c10
     if (err == accelrtErrorMemoryAllocation) {
       outOfMemory(device, nbytes, allowed, stream, std::move(context));
     }
-    TORCH_ACCEL_ACCELRT_CHECK(err);
+    throwAccelrtError(err, "accelrtMalloc(&ptr, nbytes)");
   }
   ledger.recordAllocation(device, ptr, nbytes, stream, std::move(context), /*reserved=*/capped);
   trace::memoryAllocated(ptr);
@@ -232,7 +232,9 @@ public:
     size_t total_bytes = 0;
     const accelrtError_t err = accelrtMemGetInfo(&free_bytes, &total_bytes);
     TORCH_ACCEL_ACCELRT_CHECK(accelrtSetDevice(previous));
-    TORCH_ACCEL_ACCELRT_CHECK(err);
+    if (err != accelrtSuccess) {
+      throwAccelrtErrorOn(device, err, "accelrtMemGetInfo(&free_bytes, &total_bytes)");
+    }
     return {free_bytes, total_bytes};
   }
 

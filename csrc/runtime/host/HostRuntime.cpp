@@ -12,6 +12,7 @@
 
 #include <csrc/core/AccelDevice.h>
 #include <csrc/runtime/Environment.h>
+#include <csrc/runtime/FaultInjection.h>
 #include <csrc/runtime/GraphRecording.h>
 #include <csrc/runtime/Runtime.h>
 #include <csrc/runtime/host/AccelrtCheck.h>
@@ -109,6 +110,11 @@ public:
       for (int device = 0; device < actual; ++device) {
         TORCH_ACCEL_ACCELRT_CHECK(accelrtDeviceSetMemoryLimit(device, *limit));
       }
+    }
+    // TORCH_ACCEL_HOST_FAULTS: faults armed from the start, so that a child
+    // process (a DataLoader worker, a rank) can run under them.
+    for (const auto& [kind, plan] : faultPlansFromEnvironment("TORCH_ACCEL_HOST_FAULTS")) {
+      injectFaults(kind, plan);
     }
   }
 
@@ -219,11 +225,14 @@ public:
       return true;
     }
     checkEventNotCaptured(event, "querying an event recorded during the capture (Event.query)");
-    const accelrtError_t err = accelrtEventQuery(static_cast<accelrtEvent_t>(event));
+    const auto accelrt_event = static_cast<accelrtEvent_t>(event);
+    const accelrtError_t err = accelrtEventQuery(accelrt_event);
     if (err == accelrtErrorNotReady) {
       return false;
     }
-    TORCH_ACCEL_ACCELRT_CHECK(err);
+    if (err != accelrtSuccess) {
+      throwAccelrtEventError(accelrt_event, err, "accelrtEventQuery(event)");
+    }
     return true;
   }
 
@@ -243,7 +252,9 @@ public:
       if (err == accelrtErrorNotReady) {
         return false;
       }
-      TORCH_ACCEL_ACCELRT_CHECK(err);
+      if (err != accelrtSuccess) {
+        throwAccelrtError(err, "accelrtStreamQuery(stream)");
+      }
       return true;
     });
   }
@@ -259,7 +270,8 @@ public:
   void synchronizeEvent(void* event) const override {
     if (event != nullptr) {
       checkEventNotCaptured(event, "synchronizing an event recorded during the capture (Event.synchronize)");
-      TORCH_ACCEL_ACCELRT_CHECK(accelrtEventSynchronize(static_cast<accelrtEvent_t>(event)));
+      TORCH_ACCEL_ACCELRT_EVENT_CHECK(
+          static_cast<accelrtEvent_t>(event), accelrtEventSynchronize(static_cast<accelrtEvent_t>(event)));
     }
   }
 
@@ -282,7 +294,8 @@ public:
   double elapsedTime(void* start, void* end, const c10::DeviceIndex /*device_index*/) const override {
     TORCH_CHECK(start && end, "Both events must be recorded before calculating elapsed time.");
     float ms = 0;
-    TORCH_ACCEL_ACCELRT_CHECK(
+    TORCH_ACCEL_ACCELRT_EVENT_CHECK(
+        static_cast<accelrtEvent_t>(start),
         accelrtEventElapsedTime(&ms, static_cast<accelrtEvent_t>(start), static_cast<accelrtEvent_t>(end)));
     return static_cast<double>(ms);
   }
@@ -434,6 +447,41 @@ public:
     // The CPU's kernels keep no workspaces per stream.
   }
 
+  // --- Fault injection: accelrt's (accelrtFaultInject) ----------------------
+
+  void injectFaults(FaultKind kind, const FaultPlan& plan) const override {
+    TORCH_CHECK_VALUE(
+        plan.probability >= 0.0 && plan.probability <= 1.0,
+        "accel: a fault probability must lie in [0, 1], got ",
+        plan.probability);
+    TORCH_ACCEL_ACCELRT_CHECK(accelrtFaultInject(accelrtKind(kind), plan.nth, plan.probability, plan.seed));
+    if (kind == FaultKind::Copy) {
+      setCopyFaultsArmed(plan.armed());
+    }
+  }
+
+  FaultCounts faultCounts(FaultKind kind) const override {
+    unsigned long long operations = 0;
+    unsigned long long injected = 0;
+    TORCH_ACCEL_ACCELRT_CHECK(accelrtFaultGetCounts(accelrtKind(kind), &operations, &injected));
+    return FaultCounts{operations, injected};
+  }
+
+  void checkCopyFault(c10::DeviceIndex device) const override {
+    // The CPU's copy kernels copy accel memory themselves, without accelrt:
+    // each copy counts as one of accelrt's.
+    const accelrtError_t err = accelrtFaultCheck(accelrtFaultCopy);
+    TORCH_CHECK(
+        err == accelrtSuccess,
+        "accel:",
+        static_cast<int>(device),
+        " (host runtime) error: copy failed: ",
+        accelrtGetErrorString(err),
+        " (",
+        accelrtGetErrorName(err),
+        ")");
+  }
+
   // --- Capabilities: accel's kernels are the CPU's, on host memory ---------
 
   bool memoryIsHostMemory() const noexcept override {
@@ -517,20 +565,46 @@ private:
     }
   }
 
+  static accelrtFaultKind accelrtKind(FaultKind kind) {
+    switch (kind) {
+    case FaultKind::Allocation:
+      return accelrtFaultAllocation;
+    case FaultKind::StreamEvent:
+      return accelrtFaultStreamEvent;
+    case FaultKind::Copy:
+      return accelrtFaultCopy;
+    }
+    TORCH_CHECK(false, "accel: unknown fault kind ", static_cast<int>(kind));
+  }
+
   static c10::Stream stream(c10::DeviceIndex device, c10::StreamId id) {
     return c10::Stream(c10::Stream::UNSAFE, c10::Device(kAccel, device), id);
   }
 
-  // The device's stream pool, created on first use.
+  // The device's stream pool, created on first use. A creation that fails
+  // destroys the streams it made, so that the next use, which tries again,
+  // does not leave them behind in accelrt.
   StreamPool& pool(c10::DeviceIndex device) const {
     StreamPool& pool = pools_[device];
     std::call_once(pool.created, [&] {
       const auto [least, greatest] = streamPriorityRange();
       onDevice(device, [&] {
-        for (int cls = 0; cls < kPriorityClasses; ++cls) {
-          for (auto& s : pool.streams[cls]) {
-            TORCH_ACCEL_ACCELRT_CHECK(accelrtStreamCreateWithPriority(&s, 0, cls == 0 ? least : greatest));
+        try {
+          for (int cls = 0; cls < kPriorityClasses; ++cls) {
+            for (auto& s : pool.streams[cls]) {
+              TORCH_ACCEL_ACCELRT_CHECK(accelrtStreamCreateWithPriority(&s, 0, cls == 0 ? least : greatest));
+            }
           }
+        } catch (...) {
+          for (auto& streams : pool.streams) {
+            for (auto& s : streams) {
+              if (s != nullptr) {
+                accelrtStreamDestroy(s);
+                s = nullptr;
+              }
+            }
+          }
+          throw;
         }
         return 0;
       });

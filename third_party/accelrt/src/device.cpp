@@ -108,7 +108,10 @@ accelrtError_t accelrtSetDevice(int device) {
 accelrtError_t accelrtDeviceSynchronize(void) {
   int device = 0;
   // Every stream is idle (work completes before the enqueueing call returns).
-  return current_device(&device);
+  const accelrtError_t err = current_device(&device);
+  if (err != accelrtSuccess)
+    return err;
+  return injected_fault(accelrtFaultStreamEvent);
 }
 
 accelrtError_t accelrtGetDeviceProperties(accelrtDeviceProp* prop, int device) {

@@ -21,6 +21,8 @@ const char* accelrtGetErrorString(accelrtError_t error) {
     return "device not ready";
   case accelrtErrorAlreadyInitialized:
     return "device count already initialized";
+  case accelrtErrorInjectedFault:
+    return "injected fault";
   }
   return "unrecognized error code";
 }
@@ -43,6 +45,8 @@ const char* accelrtGetErrorName(accelrtError_t error) {
     return "accelrtErrorNotReady";
   case accelrtErrorAlreadyInitialized:
     return "accelrtErrorAlreadyInitialized";
+  case accelrtErrorInjectedFault:
+    return "accelrtErrorInjectedFault";
   }
   return "unrecognized error code";
 }

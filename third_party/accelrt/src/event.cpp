@@ -67,6 +67,8 @@ accelrtError_t accelrtEventCreateWithFlags(accelrtEvent_t* event, unsigned int f
   const accelrtError_t err = current_device(&info.device);
   if (err != accelrtSuccess)
     return err;
+  if (const accelrtError_t fault = injected_fault(accelrtFaultStreamEvent); fault != accelrtSuccess)
+    return fault;
   info.flags = flags;
   const std::uintptr_t handle = new_handle(HandleTag::kEvent);
   EventRegistry& r = registry();
@@ -86,6 +88,20 @@ accelrtError_t accelrtEventDestroy(accelrtEvent_t event) {
   return r.live.erase(key(event)) != 0 ? accelrtSuccess : accelrtErrorInvalidResourceHandle;
 }
 
+accelrtError_t accelrtEventGetDevice(accelrtEvent_t event, int* device) {
+  if (device == nullptr)
+    return accelrtErrorInvalidValue;
+  if (event == nullptr)
+    return accelrtErrorInvalidResourceHandle;
+  EventRegistry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  auto it = r.live.find(key(event));
+  if (it == r.live.end())
+    return accelrtErrorInvalidResourceHandle;
+  *device = it->second.device;
+  return accelrtSuccess;
+}
+
 accelrtError_t accelrtEventRecord(accelrtEvent_t event, accelrtStream_t stream) {
   if (event == nullptr)
     return accelrtErrorInvalidResourceHandle;
@@ -101,6 +117,8 @@ accelrtError_t accelrtEventRecord(accelrtEvent_t event, accelrtStream_t stream) 
   auto it = r.live.find(key(event));
   if (it == r.live.end())
     return accelrtErrorInvalidResourceHandle;
+  if (const accelrtError_t fault = injected_fault(accelrtFaultStreamEvent); fault != accelrtSuccess)
+    return fault;
   it->second.device = stream_info.device;
   it->second.recorded = true;
   it->second.timestamp_ns = timestamp;
@@ -109,11 +127,17 @@ accelrtError_t accelrtEventRecord(accelrtEvent_t event, accelrtStream_t stream) 
 
 accelrtError_t accelrtEventQuery(accelrtEvent_t event) {
   // Recorded events are complete at once; never-recorded events count as complete.
-  return validate_event(event);
+  const accelrtError_t err = validate_event(event);
+  if (err != accelrtSuccess)
+    return err;
+  return injected_fault(accelrtFaultStreamEvent);
 }
 
 accelrtError_t accelrtEventSynchronize(accelrtEvent_t event) {
-  return validate_event(event);
+  const accelrtError_t err = validate_event(event);
+  if (err != accelrtSuccess)
+    return err;
+  return injected_fault(accelrtFaultStreamEvent);
 }
 
 accelrtError_t accelrtEventElapsedTime(float* ms, accelrtEvent_t start, accelrtEvent_t end) {
@@ -133,6 +157,8 @@ accelrtError_t accelrtEventElapsedTime(float* ms, accelrtEvent_t start, accelrtE
     return accelrtErrorInvalidResourceHandle;
   if (!s.recorded || !e.recorded)
     return accelrtErrorNotReady;
+  if (const accelrtError_t fault = injected_fault(accelrtFaultStreamEvent); fault != accelrtSuccess)
+    return fault;
   *ms = static_cast<float>(static_cast<double>(e.timestamp_ns - s.timestamp_ns) / 1.0e6);
   return accelrtSuccess;
 }

@@ -44,6 +44,20 @@ accelrtError_t lookup_stream(accelrtStream_t stream, StreamInfo* info);
 // InvalidResourceHandle unless event is a live event handle.
 accelrtError_t validate_event(accelrtEvent_t event);
 
+// ---- fault.cpp --------------------------------------------------------------------------------
+// Bit (1 << kind) is set while faults of that kind are armed.
+extern std::atomic<unsigned> armed_fault_kinds;
+// Counts an operation of an armed kind and returns its injected error, or Success.
+accelrtError_t draw_fault(accelrtFaultKind kind);
+
+// The error injected for an operation of `kind` (Success when none): one relaxed load and one
+// predictable branch while nothing is armed.
+inline accelrtError_t injected_fault(accelrtFaultKind kind) {
+  if (__builtin_expect(armed_fault_kinds.load(std::memory_order_relaxed) == 0, 1))
+    return accelrtSuccess;
+  return draw_fault(kind);
+}
+
 // ---- handles ----------------------------------------------------------------------------------
 // Handles are (id << 4) | tag with a process-wide, never reused id, so destroyed handles can never
 // alias new objects and a stream handle is never a valid event handle (and vice versa).

@@ -251,6 +251,8 @@ accelrtError_t copy(void* dst, const void* src, std::size_t count, int kind_valu
     if (err != accelrtSuccess)
       return err;
   }
+  if (const accelrtError_t fault = injected_fault(accelrtFaultCopy); fault != accelrtSuccess)
+    return fault;
   // The copy itself runs outside the lock; freeing memory while copying it is a caller error.
   std::memmove(dst, src, count);
   return accelrtSuccess;
@@ -319,6 +321,8 @@ accelrtError_t accelrtMalloc(void** ptr, size_t size) {
     return err;
   if (size == 0)
     return accelrtSuccess;
+  if (const accelrtError_t fault = injected_fault(accelrtFaultAllocation); fault != accelrtSuccess)
+    return fault;
 
   // The common case takes one lock: a block the cache holds is checked against the limit, taken
   // and recorded under it. Otherwise the host allocation runs outside the lock, and the limit is
@@ -487,6 +491,8 @@ accelrtError_t accelrtMemset(void* dst, int value, size_t count) {
   const accelrtError_t err = check_device_range(dst, count);
   if (err != accelrtSuccess)
     return err;
+  if (const accelrtError_t fault = injected_fault(accelrtFaultCopy); fault != accelrtSuccess)
+    return fault;
   std::memset(dst, static_cast<unsigned char>(value), count);
   return accelrtSuccess;
 }

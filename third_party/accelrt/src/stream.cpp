@@ -72,6 +72,8 @@ accelrtError_t accelrtStreamCreateWithPriority(accelrtStream_t* stream, unsigned
   const accelrtError_t err = current_device(&info.device);
   if (err != accelrtSuccess)
     return err;
+  if (const accelrtError_t fault = injected_fault(accelrtFaultStreamEvent); fault != accelrtSuccess)
+    return fault;
   info.priority = std::min(kLeastPriority, std::max(kGreatestPriority, priority));
   info.flags = flags;
   info.is_default = false;
@@ -122,12 +124,18 @@ accelrtError_t accelrtStreamGetPriority(accelrtStream_t stream, int* priority) {
 accelrtError_t accelrtStreamQuery(accelrtStream_t stream) {
   StreamInfo info;
   // A valid stream is always idle, so the answer is Success rather than NotReady.
-  return lookup_stream(stream, &info);
+  const accelrtError_t err = lookup_stream(stream, &info);
+  if (err != accelrtSuccess)
+    return err;
+  return injected_fault(accelrtFaultStreamEvent);
 }
 
 accelrtError_t accelrtStreamSynchronize(accelrtStream_t stream) {
   StreamInfo info;
-  return lookup_stream(stream, &info);
+  const accelrtError_t err = lookup_stream(stream, &info);
+  if (err != accelrtSuccess)
+    return err;
+  return injected_fault(accelrtFaultStreamEvent);
 }
 
 accelrtError_t accelrtStreamWaitEvent(accelrtStream_t stream, accelrtEvent_t event, unsigned int flags) {
@@ -138,7 +146,10 @@ accelrtError_t accelrtStreamWaitEvent(accelrtStream_t stream, accelrtEvent_t eve
   if (err != accelrtSuccess)
     return err;
   // The event is complete (or was never recorded), so there is nothing to wait for.
-  return validate_event(event);
+  const accelrtError_t event_err = validate_event(event);
+  if (event_err != accelrtSuccess)
+    return event_err;
+  return injected_fault(accelrtFaultStreamEvent);
 }
 
 accelrtError_t accelrtDeviceGetStreamPriorityRange(int* leastPriority, int* greatestPriority) {
@@ -156,6 +167,8 @@ accelrtError_t accelrtLaunchHostFunc(accelrtStream_t stream, accelrtHostFn_t fn,
   const accelrtError_t err = lookup_stream(stream, &info);
   if (err != accelrtSuccess)
     return err;
+  if (const accelrtError_t fault = injected_fault(accelrtFaultStreamEvent); fault != accelrtSuccess)
+    return fault;
   fn(userData);
   return accelrtSuccess;
 }

@@ -309,6 +309,7 @@ void test_error_strings() {
       {accelrtErrorInvalidResourceHandle, "accelrtErrorInvalidResourceHandle"},
       {accelrtErrorNotReady, "accelrtErrorNotReady"},
       {accelrtErrorAlreadyInitialized, "accelrtErrorAlreadyInitialized"},
+      {accelrtErrorInjectedFault, "accelrtErrorInjectedFault"},
   };
   for (const Case& c : cases) {
     EXPECT(std::strcmp(accelrtGetErrorName(c.code), c.name) == 0);
@@ -319,7 +320,7 @@ void test_error_strings() {
   EXPECT(std::strcmp(accelrtGetErrorString(accelrtErrorInvalidDevice), "invalid device ordinal") == 0);
   EXPECT(std::strcmp(accelrtGetErrorString(accelrtSuccess), "no error") == 0);
   // Unknown codes (passed from C, where any int is a valid enum value).
-  for (int unknown : {8, 1234, -1}) {
+  for (int unknown : {9, 1234, -1}) {
     const char* description = accelrt_test_error_string(unknown);
     EXPECT(description != nullptr);
     EXPECT(description != nullptr && std::strcmp(description, "unrecognized error code") == 0);
@@ -1215,6 +1216,121 @@ void test_concurrent_malloc_free() {
 
 } // namespace
 
+// Fault injection: the nth operation of a kind fails once, draws by probability repeat for the same
+// seed, a failed operation has no effect, and disarming restores normal operation.
+void test_fault_injection() {
+  unsigned long long operations = 0;
+  unsigned long long injected = 0;
+  EXPECT_ERR(accelrtFaultInject(static_cast<accelrtFaultKind>(3), 1, 0.0, 0), accelrtErrorInvalidValue);
+  EXPECT_ERR(accelrtFaultInject(accelrtFaultAllocation, 0, 1.5, 0), accelrtErrorInvalidValue);
+  EXPECT_ERR(accelrtFaultInject(accelrtFaultAllocation, 0, -0.1, 0), accelrtErrorInvalidValue);
+  EXPECT_ERR(accelrtFaultCheck(static_cast<accelrtFaultKind>(-1)), accelrtErrorInvalidValue);
+
+  // The 3rd allocation fails, once, and leaves the statistics alone.
+  accelrtMemoryStats before{};
+  EXPECT_OK(accelrtDeviceGetMemoryStats(0, &before));
+  EXPECT_OK(accelrtFaultInject(accelrtFaultAllocation, 3, 0.0, 0));
+  void* blocks[4] = {};
+  EXPECT_OK(accelrtMalloc(&blocks[0], 128));
+  EXPECT_OK(accelrtMalloc(&blocks[1], 128));
+  blocks[2] = &operations;
+  EXPECT_ERR(accelrtMalloc(&blocks[2], 128), accelrtErrorMemoryAllocation);
+  EXPECT(blocks[2] == nullptr);
+  EXPECT_OK(accelrtMalloc(&blocks[3], 128));
+  EXPECT_OK(accelrtFaultGetCounts(accelrtFaultAllocation, &operations, &injected));
+  EXPECT(operations == 4 && injected == 1);
+  accelrtMemoryStats during{};
+  EXPECT_OK(accelrtDeviceGetMemoryStats(0, &during));
+  EXPECT(during.allocationCount == before.allocationCount + 3);
+  for (void* block : blocks)
+    EXPECT_OK(accelrtFree(block));
+  EXPECT_OK(accelrtFaultInject(accelrtFaultAllocation, 0, 0.0, 0));
+  accelrtMemoryStats after{};
+  EXPECT_OK(accelrtDeviceGetMemoryStats(0, &after));
+  EXPECT(after.allocatedBytes == before.allocatedBytes && after.allocationCount == before.allocationCount);
+
+  // Draws by probability: the same seed fails the same operations; about p of them fail.
+  const auto pattern = [](unsigned long long seed) {
+    EXPECT_OK(accelrtFaultInject(accelrtFaultCopy, 0, 0.25, seed));
+    unsigned long long bits = 0;
+    for (int i = 0; i < 64; ++i) {
+      if (accelrtFaultCheck(accelrtFaultCopy) != accelrtSuccess)
+        bits |= 1ull << i;
+    }
+    return bits;
+  };
+  const unsigned long long first = pattern(7);
+  EXPECT(first == pattern(7));
+  EXPECT(first != pattern(8));
+  const int failures = __builtin_popcountll(first);
+  EXPECT(failures >= 6 && failures <= 26);
+  EXPECT_OK(accelrtFaultGetCounts(accelrtFaultCopy, &operations, &injected));
+  EXPECT(operations == 64);
+
+  // A failed copy writes nothing; probability 1 fails every operation.
+  EXPECT_OK(accelrtFaultInject(accelrtFaultCopy, 0, 1.0, 0));
+  void* device = nullptr;
+  EXPECT_OK(accelrtMalloc(&device, 8));
+  EXPECT_OK(accelrtMemset(device, 0, 0)); // nothing to copy: not an operation
+  unsigned char host[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  EXPECT_ERR(accelrtMemcpy(device, host, 8, accelrtMemcpyHostToDevice), accelrtErrorInjectedFault);
+  EXPECT_ERR(accelrtMemset(device, 0xff, 8), accelrtErrorInjectedFault);
+  EXPECT_ERR(accelrtMemcpyAsync(device, host, 8, accelrtMemcpyHostToDevice, nullptr), accelrtErrorInjectedFault);
+  EXPECT_OK(accelrtFaultInject(accelrtFaultCopy, 0, 0.0, 0));
+  EXPECT_OK(accelrtMemset(device, 0, 8));
+  EXPECT_OK(accelrtMemcpy(device, host, 8, accelrtMemcpyHostToDevice));
+  unsigned char back[8] = {};
+  EXPECT_OK(accelrtMemcpy(back, device, 8, accelrtMemcpyDeviceToHost));
+  EXPECT(std::memcmp(back, host, 8) == 0);
+  EXPECT_OK(accelrtFree(device));
+
+  // Stream and event operations; a failed record leaves the event unrecorded.
+  accelrtEvent_t start = nullptr;
+  accelrtEvent_t end = nullptr;
+  EXPECT_OK(accelrtEventCreate(&start));
+  EXPECT_OK(accelrtEventCreate(&end));
+  EXPECT_OK(accelrtEventRecord(start, nullptr));
+  // An event's device: current at creation, then its stream's (here device 1's default stream).
+  int event_device = -1;
+  EXPECT_OK(accelrtEventGetDevice(start, &event_device));
+  EXPECT(event_device == 0);
+  EXPECT_OK(accelrtSetDevice(1));
+  EXPECT_OK(accelrtEventRecord(start, nullptr));
+  EXPECT_OK(accelrtSetDevice(0));
+  EXPECT_OK(accelrtEventGetDevice(start, &event_device));
+  EXPECT(event_device == 1);
+  EXPECT_ERR(accelrtEventGetDevice(start, nullptr), accelrtErrorInvalidValue);
+  EXPECT_ERR(accelrtEventGetDevice(nullptr, &event_device), accelrtErrorInvalidResourceHandle);
+  EXPECT_OK(accelrtFaultInject(accelrtFaultStreamEvent, 0, 1.0, 0));
+  accelrtEvent_t not_created = nullptr;
+  EXPECT_ERR(accelrtEventCreate(&not_created), accelrtErrorInjectedFault);
+  EXPECT(not_created == nullptr);
+  EXPECT_ERR(accelrtEventRecord(end, nullptr), accelrtErrorInjectedFault);
+  EXPECT_ERR(accelrtEventQuery(start), accelrtErrorInjectedFault);
+  EXPECT_ERR(accelrtEventSynchronize(start), accelrtErrorInjectedFault);
+  EXPECT_ERR(accelrtStreamQuery(nullptr), accelrtErrorInjectedFault);
+  EXPECT_ERR(accelrtStreamSynchronize(nullptr), accelrtErrorInjectedFault);
+  EXPECT_ERR(accelrtStreamWaitEvent(nullptr, start, 0), accelrtErrorInjectedFault);
+  EXPECT_ERR(accelrtDeviceSynchronize(), accelrtErrorInjectedFault);
+  accelrtStream_t stream = nullptr;
+  EXPECT_ERR(accelrtStreamCreate(&stream), accelrtErrorInjectedFault);
+  int calls = 0;
+  EXPECT_ERR(
+      accelrtLaunchHostFunc(
+          nullptr, [](void* n) { ++*static_cast<int*>(n); }, &calls),
+      accelrtErrorInjectedFault);
+  EXPECT(calls == 0);
+  // Invalid arguments are reported as such, before any fault.
+  EXPECT_ERR(accelrtEventQuery(nullptr), accelrtErrorInvalidResourceHandle);
+  EXPECT_OK(accelrtFaultInject(accelrtFaultStreamEvent, 0, 0.0, 0));
+  float ms = 0;
+  EXPECT_ERR(accelrtEventElapsedTime(&ms, start, end), accelrtErrorNotReady); // end was never recorded
+  EXPECT_OK(accelrtEventDestroy(start));
+  EXPECT_OK(accelrtEventDestroy(end));
+  EXPECT_OK(accelrtFaultGetCounts(accelrtFaultStreamEvent, &operations, &injected));
+  EXPECT(operations == 0 && injected == 0);
+}
+
 int main() {
   // Fresh-runtime tests in forked children, while the parent has not touched any device.
   const TestCase fork_tests[] = {
@@ -1248,6 +1364,7 @@ int main() {
       {"stream_wait_event", test_stream_wait_event},
       {"launch_host_func", test_launch_host_func},
       {"concurrent_malloc_free", test_concurrent_malloc_free},
+      {"fault_injection", test_fault_injection},
   };
   for (const TestCase& test : tests)
     run_test(test);

@@ -57,7 +57,8 @@ typedef enum accelrtError {
   accelrtErrorNoDevice = 4,              /* the device count is 0 */
   accelrtErrorInvalidResourceHandle = 5, /* the stream/event handle is not live (destroyed, garbage, NULL) */
   accelrtErrorNotReady = 6,              /* the work is not complete, or an event was never recorded */
-  accelrtErrorAlreadyInitialized = 7     /* accelrtSetDeviceCount after the device count was fixed */
+  accelrtErrorAlreadyInitialized = 7,    /* accelrtSetDeviceCount after the device count was fixed */
+  accelrtErrorInjectedFault = 8          /* a stream, event or copy operation failed by fault injection */
 } accelrtError_t;
 
 /* Human-readable description, e.g. "invalid device ordinal"; never NULL, also for unknown codes. */
@@ -219,6 +220,8 @@ accelrtError_t accelrtEventCreate(accelrtEvent_t* event);
 accelrtError_t accelrtEventCreateWithFlags(accelrtEvent_t* event, unsigned int flags);
 /* Destroys an event; NULL, unknown or destroyed handle -> InvalidResourceHandle. */
 accelrtError_t accelrtEventDestroy(accelrtEvent_t event);
+/* Writes the event's device: the device current at its creation, or of the stream it was last recorded on. */
+accelrtError_t accelrtEventGetDevice(accelrtEvent_t event, int* device);
 /* Records the event on stream (NULL = current device's default stream): timestamp = now. */
 accelrtError_t accelrtEventRecord(accelrtEvent_t event, accelrtStream_t stream);
 /* Success: recorded events are complete and a never-recorded event counts as complete (as CUDA). */
@@ -230,6 +233,44 @@ accelrtError_t accelrtEventSynchronize(accelrtEvent_t event);
  * accelrtEventDisableTiming -> InvalidResourceHandle; either never recorded -> NotReady.
  * (CUDA reports an unrecorded event as cudaErrorInvalidResourceHandle; here it is NotReady.) */
 accelrtError_t accelrtEventElapsedTime(float* ms, accelrtEvent_t start, accelrtEvent_t end);
+
+/* ----------------------------------------------------------------------------------------------
+ * Fault injection
+ *
+ * For testing the error paths of accelrt's users: operations of an armed kind fail as if the device
+ * had failed them.  A kind counts its operations from the moment it is armed (1, 2, ...); operation
+ * number nth fails (0: none), and every operation fails with the given probability, drawn from a
+ * generator seeded with seed, so that a (seed, operation number) pair always draws the same.  A failed
+ * allocation returns accelrtErrorMemoryAllocation (and *ptr = NULL), any other failed operation
+ * accelrtErrorInjectedFault; a failed operation has no effect.  Invalid arguments are reported as
+ * such before any fault.  Nothing is armed initially; while nothing is, an operation pays one
+ * predictable branch.
+ *
+ *   accelrtFaultAllocation   accelrtMalloc of size > 0 (not accelrtMallocHost, never a free)
+ *   accelrtFaultStreamEvent  accelrtStreamCreate*, StreamQuery, StreamSynchronize, StreamWaitEvent,
+ *                            LaunchHostFunc, DeviceSynchronize, EventCreate*, EventRecord, EventQuery,
+ *                            EventSynchronize, EventElapsedTime (never a Destroy)
+ *   accelrtFaultCopy         accelrtMemcpy, MemcpyAsync and Memset of count > 0, and
+ *                            accelrtFaultCheck(accelrtFaultCopy)
+ * -------------------------------------------------------------------------------------------- */
+
+typedef enum accelrtFaultKind {
+  accelrtFaultAllocation = 0,
+  accelrtFaultStreamEvent = 1,
+  accelrtFaultCopy = 2
+} accelrtFaultKind;
+
+/* Arms kind (nth 0 and probability 0 disarm it) and resets its counts; probability in [0, 1] (else
+ * InvalidValue, as for an unknown kind). */
+accelrtError_t
+accelrtFaultInject(accelrtFaultKind kind, unsigned long long nth, double probability, unsigned long long seed);
+/* Writes how many operations of kind were counted, and how many of them failed, since it was last
+ * armed (either pointer may be NULL). */
+accelrtError_t
+accelrtFaultGetCounts(accelrtFaultKind kind, unsigned long long* operations, unsigned long long* injected);
+/* Counts one operation of kind that the caller performs itself (a copy that its own host kernels
+ * make of device memory) and returns the error injected for it, or accelrtSuccess. */
+accelrtError_t accelrtFaultCheck(accelrtFaultKind kind);
 
 #ifdef __cplusplus
 } /* extern "C" */
