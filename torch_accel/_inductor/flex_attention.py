@@ -4,7 +4,8 @@ PyTorch 2.11's FlexAttention (torch.nn.attention.flex_attention, its
 higher-order op and Inductor's flex lowerings) decides by device type: which
 devices it accepts at all, what cpu cannot do (backward, returning the
 log-sum-exp or the max scores), which kernel the compiled op lowers to (the
-C++ template for cpu, the Triton templates for every other device) and how
+C++ template for cpu, the Triton templates for every other device), which
+block sizes the Triton templates take (a heuristic per device type) and how
 many splits the Triton decoding kernel makes (the SM count of cuda's current
 device). accel runs its target's kernels, so each of these answers is the
 target's: cpu where Inductor generates C++ for accel (the host runtime), cuda
