@@ -67,6 +67,13 @@ SOURCE_SHA256 = {
     "torch._inductor.runtime.triton_helpers.set_driver_to_gpu": "a8d38f89bf6ec0175c925040d8e7a824cfb1790d8ff2c8cfbda1763c5495a7f1",
     "triton.language.extra.libdevice.exp": "9c20ec859c16dc6f98c13579874f809405bc61d4986f28591faa2eb68741adbb",
     "triton.runtime.interpreter._patch_lang_tensor": "efc91e4a5c969e2c7e14b35acb5f4bb9e47290c7a45189eb8840b1b6918d1e9a",
+    # _inductor/flex_attention.py (FlexAttention: accel as its target)
+    "torch.nn.attention.flex_attention._validate_device": "8cb0766dccdb3287b8e65c40fc919ceb70b2c4256694043ed91e58649757f6cc",
+    "torch.nn.attention.flex_attention._apply_kernel_options": "e2f6bbbef95a38ec0d10c29434426114eb90a25cc99c338b525d1ce6704db60c",
+    "torch._inductor.kernel.flex.flex_attention.flex_attention": "4360fbc09f2c916cefbeedf872f9b24e94b8be6b24788f119e90780131bac993",
+    "torch._inductor.kernel.flex.flex_decoding.get_split_k": "9fdf212956fbbda85c0b6e76b685a6f226731477bfac094262cf4c39ada9a667",
+    "torch._inductor.choices.InductorChoices.get_config_heuristics": "fddb1a575b70458d520bed1e9f274e4d09fe3ad3dc0b8dac763c64d8f1acde29",
+    "torch.cuda.get_device_capability": "6809539b0a673ba65372fc0ac2d0a28ee248b125e32bdce205c996203f098957",
     # _profiler_patches.py
     "torch.autograd.profiler.profile.__init__": "ea6ecd049a2176606ceda286a514ef780c7d9ac937d531d4e28a9ccd8ed6d018",
     # _distributed.py

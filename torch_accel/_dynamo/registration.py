@@ -11,6 +11,9 @@ whoever imports it first:
   torch_accel._inductor.backend_choice.gpu_types). Not from the device-interface hook:
   torch._inductor.utils imports that module halfway through its own execution.
 
+- FlexAttention's acceptance of accel, in torch.nn.attention.flex_attention
+  (torch_accel._inductor.flex_attention; that module imports Dynamo and Triton).
+
 call_after_import() runs a function right after a module first executes (at
 once if it has), through a one-shot import hook.
 """
@@ -80,6 +83,13 @@ def call_after_import(fullname: str, callback: Callable[[], None]) -> None:
         sys.meta_path.insert(0, _CallAfterImport(fullname, callback))
 
 
+def _accept_in_flex_attention() -> None:
+    from .._inductor.registration import apply_flex_attention_patches
+
+    apply_flex_attention_patches()
+
+
 def register_when_dynamo_loads() -> None:
     call_after_import("torch._dynamo.device_interface", _register_interface)
     call_after_import("torch._inductor.utils", _join_gpu_types)
+    call_after_import("torch.nn.attention.flex_attention", _accept_in_flex_attention)

@@ -4,12 +4,14 @@ What Inductor generates for accel (C++ or Triton kernels, Triton's
 interpreter) is codegen_config's; the wrapper around the kernels is
 codegen's. Where PyTorch has no hook for what accel needs, a module of this
 package per area adapts it (fake_tensor, backend_choice, device_properties,
-convolution, lowering, graphs, interpreter), each patch declared in
+convolution, lowering, graphs, flex_attention, interpreter), each patch declared in
 torch_accel/_patches.py with the hash of the source it adapts. This module
 alone applies them, each when its area needs it:
 
 - at ``import torch_accel``: FakeTensor's (apply_fake_tensor_patches), which
   every tracer uses;
+- as soon as torch.nn.attention.flex_attention has executed: its own
+  (apply_flex_attention_patches, called by torch_accel._dynamo.registration);
 - as soon as torch._inductor.utils has executed, where accel's kernels are
   Triton's: accel among Inductor's GPU types (join_gpu_types, called by
   torch_accel._dynamo.registration);
@@ -133,6 +135,14 @@ def apply_fake_tensor_patches() -> None:
     _patches.apply(fake_tensor.convolution_layout)
 
 
+def apply_flex_attention_patches() -> None:
+    """Once torch.nn.attention.flex_attention has executed: it accepts accel
+    as accel's target (see flex_attention)."""
+    from . import flex_attention
+
+    _patches.apply(flex_attention.validate_device, flex_attention.kernel_options_as_target)
+
+
 def join_gpu_types() -> None:
     """Once torch._inductor.utils has executed: where accel's kernels are
     Triton's (the CUDA runtime, or TORCH_ACCEL_INDUCTOR=triton), accel is one
@@ -149,11 +159,14 @@ def _apply_inductor_patches(config: "CodegenConfig") -> None:
     """The patches of Inductor for accel's backend registering with ``config``
     (each applied once per process; the patches read ``config`` through
     codegen_config.registered())."""
-    from . import backend_choice, convolution, device_properties, graphs, lowering
+    from . import backend_choice, convolution, device_properties, flex_attention, graphs, lowering
     from .codegen_config import set_registered
 
     set_registered(config)
     _patches.apply(
+        flex_attention.lowering_as_target,
+        flex_attention.split_k_for_accel,
+        flex_attention.config_heuristics_as_target,
         backend_choice.current_backend,
         backend_choice.ir_is_cpu,
         backend_choice.scheduler_node_is_cpu,
