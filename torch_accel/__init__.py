@@ -49,7 +49,7 @@ from ._core import (
     set_device,
     synchronize,
 )
-from . import amp, graphs, memory, random
+from . import amp, comm, graphs, memory, random
 from .graphs import AccelGraph, Graph, graph, graph_pool_handle, is_current_stream_capturing, make_graphed_callables
 from .memory import (
     attach_out_of_memory_observer,
@@ -152,6 +152,7 @@ def _register() -> None:
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )
+    from ._data_parallel import apply_data_parallel_patches
     from ._distributed import register_backend as register_c10d_backend
     from ._dynamo.registration import register_when_dynamo_loads
     from ._inductor.registration import (
@@ -173,6 +174,8 @@ def _register() -> None:
     register_c10d_backend()
     # torch.multiprocessing is loaded with torch, its reductions registered.
     register_multiprocessing_reductions()
+    # So is torch.nn.parallel (docs/interop.md).
+    apply_data_parallel_patches()
 
 
 _register()

@@ -15,7 +15,7 @@ rebound (tools/check_package.py, run by ``make lint``, enforces it):
   and installs its replacement. It lives in the module of the area it adapts:
   torch_accel/_inductor/ (FakeTensor, Inductor, Triton's interpreter; one
   module per area), _profiler_patches.py (the profiler), _distributed.py
-  (torch.distributed's backend selection).
+  (torch.distributed's backend selection), _data_parallel.py (nn.DataParallel).
 - ``apply(patch, ...)`` is the one way to apply a patch: once per process,
   recording the originals first, so ``original(name)`` always gives the
   unpatched code. Who applies what, and when, is up to the owner of the area
@@ -71,6 +71,14 @@ SOURCE_SHA256 = {
     # _distributed.py
     "torch.distributed.distributed_c10d.BackendConfig.__init__": "d928aa616689aa3fa60d89e61cd8718ba5b15b6e0f0de834ff5b7eb000928003",
     "torch.distributed.distributed_c10d._new_process_group_helper": "a525cc222c385ff58c995e9b3bc97eba6ae9107d88ffd0c519d694904cc27e7a",
+    # _data_parallel.py (nn.DataParallel over accel devices)
+    "torch.nn.parallel.comm.broadcast": "5c959ac5a71150997f353ab960ed22ddc69138c35db6a970ecd6cdaa5aeaa676",
+    "torch.nn.parallel.comm.broadcast_coalesced": "27dd4cbc61bc54a3dfc2915fc3a3428aefb73af95665e0b0767b13bfd175d6c8",
+    "torch.nn.parallel.comm.scatter": "44e4f5f71a646da57d921f642d6fd61808130a9bdcd6585ea4aa98a7c2057a68",
+    "torch.nn.parallel.comm.gather": "5ed17efa8bf6aab8cfa658afa354c265970c42a975c79e68763c4b0b1495d989",
+    "torch._utils._get_available_device_type": "6df82059093e1639db7f36c462f57a9d63a2f9c0edbf8b4e3f4b7f2055d68da1",
+    "torch.nn.parallel.data_parallel.DataParallel.__init__": "da9aabf67411d3f468134aea2c433255275035eb17ec68849553b86f4dae949a",
+    "torch.nn.parallel.data_parallel.data_parallel": "0901210c0e55e8688f8259b794083334b4e86ce413305cf11271a42a8ddf3391",
 }
 
 
@@ -117,7 +125,7 @@ def patch(*names: str) -> Callable[[Callable[..., None]], Patch]:
 
 def _resolve(name: str) -> Any:
     """The function ``name`` (a module attribute or a class attribute) names now;
-    for a classmethod or staticmethod, its function."""
+    for a classmethod or staticmethod, its function; for a property, its getter."""
     owner_name, _, attribute = name.rpartition(".")
     try:
         owner: Any = importlib.import_module(owner_name)
@@ -125,6 +133,8 @@ def _resolve(name: str) -> Any:
         module_name, _, class_name = owner_name.rpartition(".")
         owner = getattr(importlib.import_module(module_name), class_name)
     value = vars(owner)[attribute]
+    if isinstance(value, property):
+        return value.fget
     return getattr(value, "__func__", value)
 
 

@@ -1,0 +1,220 @@
+"""accel with the code and libraries that name devices: nn.DataParallel and
+torch.accel.comm, DLPack (NumPy) and __cuda_array_interface__, safetensors
+(docs/interop.md).
+
+DataParallel is defined by what it does: the batch cut in chunks, one replica
+of the module per device on its chunk, the outputs concatenated, the replicas'
+gradients summed on the first device. The reference does exactly that on the
+target device, with the same kernels on the same bytes, so the comparison is
+bitwise. (A single forward of the whole batch is not the reference:
+BatchNorm normalises each replica's chunk with that chunk's statistics, and a
+matrix product of a whole batch need not round as those of its halves do.)
+"""
+
+import copy
+
+import pytest
+import torch
+import torch.cuda.comm
+
+import torch_accel
+from torch_accel import _patches
+
+# The last accel device: accel:1 on the host runtime, the only one on a one-GPU machine.
+LAST = f"accel:{torch_accel.device_count() - 1}"
+needs_two = pytest.mark.usefixtures("two_devices")
+
+
+def _model() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Linear(8, 16), torch.nn.BatchNorm1d(16), torch.nn.ReLU(), torch.nn.Linear(16, 4)
+    )
+
+
+class _WithKeywords(torch.nn.Module):
+    """A module whose forward takes a keyword tensor and returns a dict and a
+    tuple: what DataParallel scatters and gathers besides plain tensors."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(1)
+        self.linear = torch.nn.Linear(8, 4)
+
+    def forward(self, x, *, scale):
+        y = self.linear(x) * scale
+        return {"y": y, "pair": (y.relu(), x.sum(1))}
+
+
+def _reference(model: torch.nn.Module, x: torch.Tensor, chunks: int, device: str):
+    """DataParallel's work done by hand on ``device``: replicas of ``model``
+    (the first is ``model`` itself, whose buffers DataParallel updates), each
+    on its chunk of ``x``; the outputs concatenated, the loss's gradients summed."""
+    replicas = [model] + [copy.deepcopy(model) for _ in range(chunks - 1)]
+    outputs = [replica(piece) for replica, piece in zip(replicas, x.to(device).chunk(chunks))]
+    output = torch.cat(outputs)
+    output.square().sum().backward()
+    grads = []
+    for parameters in zip(*(replica.parameters() for replica in replicas)):
+        total = parameters[0].grad
+        for p in parameters[1:]:
+            total = total + p.grad
+        grads.append(total)
+    return output, grads
+
+
+@needs_two
+@pytest.mark.parametrize("input_on", ["cpu", "accel:0"])
+def test_data_parallel_forward_backward_equal_the_replicas_on_the_target(target, input_on):
+    batch = torch.randn(6, 8, generator=torch.Generator().manual_seed(2))
+    expected_output, expected_grads = _reference(_model().to(target), batch, 2, target)
+    x = batch.to(input_on)
+    model = _model().to("accel:0")
+    parallel = torch.nn.DataParallel(model, device_ids=[0, 1])
+    output = parallel(x)
+    assert output.device == torch.device("accel:0")
+    output.square().sum().backward()
+    assert torch.equal(output.cpu(), expected_output.cpu())
+    for (name, p), expected in zip(model.named_parameters(), expected_grads):
+        assert p.grad.device == torch.device("accel:0"), name
+        assert torch.equal(p.grad.cpu(), expected.cpu()), name
+    # The first replica shares the module's buffers: BatchNorm's running statistics are its chunk's.
+    reference = _model().to(target)
+    reference(batch.to(target)[:3])
+    assert torch.equal(model[1].running_mean.cpu(), reference[1].running_mean.cpu())
+    assert torch.equal(model[1].running_var.cpu(), reference[1].running_var.cpu())
+    assert model[1].num_batches_tracked.item() == 1
+
+
+@needs_two
+def test_data_parallel_scatters_keywords_and_gathers_structures_on_the_output_device(target):
+    x = torch.randn(4, 8, generator=torch.Generator().manual_seed(3))
+    scale = torch.tensor([[1.0], [2.0], [3.0], [4.0]])
+    model = _WithKeywords().to("accel:0")
+    parallel = torch.nn.DataParallel(model, device_ids=["accel:0", torch.device("accel:1")], output_device=1)
+    result = parallel(x, scale=scale)
+    reference = _WithKeywords().to(target)
+    halves = [reference(xp, scale=sp) for xp, sp in zip(x.to(target).chunk(2), scale.to(target).chunk(2))]
+    assert result["y"].device == torch.device("accel:1")
+    assert torch.equal(result["y"].cpu(), torch.cat([h["y"] for h in halves]).cpu())
+    assert torch.equal(result["pair"][0].cpu(), torch.cat([h["pair"][0] for h in halves]).cpu())
+    assert torch.equal(result["pair"][1].cpu(), torch.cat([h["pair"][1] for h in halves]).cpu())
+    # Gradients flow back through the gather on accel:1 to the module on accel:0.
+    result["y"].sum().backward()
+    assert model.linear.weight.grad.device == torch.device("accel:0")
+
+
+@needs_two
+def test_data_parallel_functional_and_single_device(target):
+    x = torch.randn(4, 8, generator=torch.Generator().manual_seed(4))
+    model = _WithKeywords().to("accel:0")
+    reference = _WithKeywords().to(target)
+    scale = torch.full((4, 1), 0.5)
+    out = torch.nn.parallel.data_parallel(model, (x,), device_ids=[0, 1], module_kwargs={"scale": scale})
+    halves = [reference(xp, scale=0.5) for xp in x.to(target).chunk(2)]
+    assert torch.equal(out["y"].cpu(), torch.cat([h["y"] for h in halves]).cpu())
+    # One device: the module runs as it is, where it is.
+    single = torch.nn.DataParallel(model, device_ids=[0])
+    assert next(model.parameters()).device == torch.device("accel:0")
+    assert torch.equal(single(x, scale=0.5)["y"].cpu(), reference(x.to(target), scale=0.5)["y"].cpu())
+
+
+@needs_two
+def test_data_parallel_takes_accel_where_cuda_is_available_too(monkeypatch):
+    # On the CUDA runtime torch.cuda.is_available() is true, and PyTorch's
+    # DataParallel would take cuda for every module; a module on accel keeps accel.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert torch._utils._get_available_device_type() == "cuda"
+    model = _WithKeywords().to("accel:1")
+    parallel = torch.nn.DataParallel(model, device_ids=[1])
+    assert parallel.src_device_obj == torch.device("accel:1")
+    assert next(model.parameters()).device == torch.device("accel:1")
+    assert torch.nn.DataParallel(_model().to("accel:0")).device_ids == list(range(torch_accel.device_count()))
+    # Outside a DataParallel's set-up, PyTorch's answer.
+    assert torch._utils._get_available_device_type() == "cuda"
+    assert _patches.original("torch._utils._get_available_device_type")() == "cuda"
+
+
+@needs_two
+def test_data_parallel_requires_the_module_on_the_first_device():
+    parallel = torch.nn.DataParallel(_model().to("accel:1"), device_ids=[0, 1])
+    with pytest.raises(RuntimeError, match="on device accel:0 .* found one of them on device: accel:1"):
+        parallel(torch.randn(4, 8))
+
+
+# --- torch.accel.comm -----------------------------------------------------------
+
+
+@needs_two
+def test_comm_broadcast_and_broadcast_coalesced():
+    t = torch.arange(6.0).reshape(2, 3).to("accel:0")
+    copies = torch.accel.comm.broadcast(t, [0, "accel:1"])
+    assert copies[0] is t
+    assert copies[1].device == torch.device("accel:1") and torch.equal(copies[1].cpu(), t.cpu())
+    out = [torch.empty(2, 3, device="accel:1"), torch.empty(2, 3, device="accel:0")]
+    assert torch.accel.comm.broadcast(t.cpu(), out=out)[0] is out[0]
+    assert torch.equal(out[0].cpu(), t.cpu()) and torch.equal(out[1].cpu(), t.cpu())
+    # Mixed dtypes and a buffer smaller than the tensors: every chunk, each device's list in order.
+    tensors = [torch.randn(3, device="accel:0"), torch.arange(5, device="accel:0"), torch.randn(2, 2, device="accel:0")]
+    outputs = torch.accel.comm.broadcast_coalesced(tensors, [0, 1], buffer_size=16)
+    assert outputs[0] == tensors
+    for copy_, tensor in zip(outputs[1], tensors):
+        assert copy_.device == torch.device("accel:1") and copy_.dtype == tensor.dtype
+        assert torch.equal(copy_.cpu(), tensor.cpu())
+    # Each copy has its own version counter.
+    version = outputs[1][1]._version
+    outputs[1][0].add_(1)
+    assert outputs[1][1]._version == version
+
+
+@needs_two
+def test_comm_reduce_add_scatter_gather(target):
+    a = torch.randn(4, 3, generator=torch.Generator().manual_seed(5))
+    b = torch.randn(4, 3, generator=torch.Generator().manual_seed(6))
+    total = torch.accel.comm.reduce_add([a.to("accel:0"), b.to("accel:1")], destination=1)
+    assert total.device == torch.device("accel:1")
+    assert torch.equal(total.cpu(), (b.to(target) + a.to(target)).cpu())
+    per_device = [[a.to("accel:0"), b.to("accel:0")], [b.to("accel:1"), a.to("accel:1")]]
+    sums = torch.accel.comm.reduce_add_coalesced(per_device, 0)
+    assert torch.equal(sums[0].cpu(), (a.to(target) + b.to(target)).cpu())
+    assert torch.equal(sums[1].cpu(), (b.to(target) + a.to(target)).cpu())
+
+    x = torch.arange(10.0).reshape(5, 2).to("accel:0")
+    pieces = torch.accel.comm.scatter(x, [0, 1], chunk_sizes=[2, 3])
+    assert pieces[0].data_ptr() == x.data_ptr()  # already on accel:0: a view, as cuda's
+    assert pieces[1].device == torch.device("accel:1") and torch.equal(pieces[1].cpu(), x.cpu()[2:])
+    streams = [torch.accel.Stream(0), torch.accel.Stream(1)]
+    on_streams = torch.accel.comm.scatter(x.cpu(), [0, 1], dim=1, streams=streams)
+    torch.accel.synchronize(1)
+    assert torch.equal(on_streams[1].cpu(), x.cpu()[:, 1:])
+    gathered = torch.accel.comm.gather(pieces, 0, "cpu")
+    assert gathered.device == torch.device("cpu") and torch.equal(gathered, x.cpu())
+    into = torch.empty(5, 2, device="accel:1")
+    assert torch.accel.comm.gather(pieces, out=into) is into and torch.equal(into.cpu(), x.cpu())
+
+
+@needs_two
+def test_comm_errors_name_accel():
+    t = torch.ones(2, device="accel:0")
+    with pytest.raises(ValueError, match="torch.accel.comm.broadcast: expected an accel device, got cuda:1"):
+        torch.accel.comm.broadcast(t, ["cuda:1"])
+    with pytest.raises(ValueError, match=r"all tensors must be on devices\[0\] \(accel:1\), but tensor 0 is on accel:0"):
+        torch.accel.comm.broadcast_coalesced([t], [1, 0])
+    with pytest.raises(RuntimeError, match="destination accel:1 must hold one of the inputs"):
+        torch.accel.comm.reduce_add([t, t], destination=1)
+    with pytest.raises(ValueError, match="input tensor 1 is on cpu"):
+        torch.accel.comm.gather([t, torch.ones(2)])
+    with pytest.raises(ValueError, match="tensor 1 has shape \\(2, 3\\), which differs from \\(2, 2\\)"):
+        torch.accel.comm.gather([torch.ones(2, 2, device="accel:0"), torch.ones(2, 3, device="accel:1")])
+
+
+@needs_two
+def test_nn_parallel_comm_sends_accel_calls_to_accel():
+    # torch.nn.parallel.comm (what DataParallel calls) takes accel tensors, and so
+    # does torch.cuda.comm, which imports its functions (when first imported, after accel's patch).
+    t = torch.arange(4.0, device="accel:0")
+    copies = torch.nn.parallel.comm.broadcast(t, [0, 1])
+    assert copies[1].device == torch.device("accel:1")
+    assert torch.nn.parallel.comm.gather(copies, 0, 1).device == torch.device("accel:1")
+    assert torch.cuda.comm.broadcast is torch.nn.parallel.comm.broadcast
+    assert torch.cuda.comm.gather(copies, 0, "cpu").device == torch.device("cpu")
