@@ -12,10 +12,14 @@ matrix product of a whole batch need not round as those of its halves do.)
 """
 
 import copy
+import gc
+import importlib.util
 
+import numpy as np
 import pytest
 import torch
 import torch.cuda.comm
+from torch.utils.dlpack import DLDeviceType
 
 import torch_accel
 from torch_accel import _patches
@@ -218,3 +222,129 @@ def test_nn_parallel_comm_sends_accel_calls_to_accel():
     assert torch.nn.parallel.comm.gather(copies, 0, 1).device == torch.device("accel:1")
     assert torch.cuda.comm.broadcast is torch.nn.parallel.comm.broadcast
     assert torch.cuda.comm.gather(copies, 0, "cpu").device == torch.device("cpu")
+
+
+# --- DLPack and __cuda_array_interface__ ------------------------------------------
+
+
+def _expected_dlpack_device(target: str, index: int) -> tuple:
+    # accel memory is the target's: host memory (DLPack's CPU, device 0) or
+    # CUDA memory (DLPack's CUDA, with the CUDA device index accel:N is).
+    return (DLDeviceType.kDLCUDA, index) if target == "cuda" else (DLDeviceType.kDLCPU, 0)
+
+
+@pytest.mark.parametrize("index", [0, 1])
+def test_dlpack_device_is_where_the_memory_is(target, index, request):
+    if index == 1:
+        request.getfixturevalue("two_devices")
+    t = torch.arange(6, device=f"accel:{index}")
+    assert t.__dlpack_device__() == _expected_dlpack_device(target, index)
+    torch.accel.set_device(index)  # cuda's export wants the tensor's device current
+    capsule_tensor = torch.utils.dlpack.from_dlpack(t.__dlpack__(max_version=(1, 0)))
+    # A foreign consumer sees the target's device, over the same memory.
+    assert capsule_tensor.device.type == target
+    assert capsule_tensor.data_ptr() == t.data_ptr()
+
+
+def test_numpy_reads_accel_memory_without_a_copy(target):
+    t = torch.arange(12, dtype=torch.float32).reshape(3, 4).to(LAST)[:, 1:3]  # a strided view
+    if target != "cpu":
+        # NumPy reads host memory only: CUDA memory is refused, as for cuda tensors.
+        with pytest.raises((BufferError, RuntimeError, TypeError)):
+            np.from_dlpack(t)
+        return
+    array = np.from_dlpack(t)
+    assert array.ctypes.data == t.data_ptr()
+    np.testing.assert_array_equal(array, t.cpu().numpy())
+    array[0, 0] = -1.0  # the same memory
+    assert t[0, 0].item() == -1.0
+    # The array keeps the memory alive after the tensor is gone: a new tensor of
+    # the same size does not get it, and it is freed with the array.
+    nbytes = t.untyped_storage().nbytes()
+    del t
+    gc.collect()
+    other = torch.full((3, 4), 99.0, device=LAST)
+    assert array[0, 0] == -1.0 and array[2, 1] == 10.0
+    held = torch.accel.memory_allocated(LAST)
+    del array
+    gc.collect()
+    assert torch.accel.memory_allocated(LAST) == held - nbytes
+    assert other[0, 0].item() == 99.0
+
+
+@needs_two
+def test_torch_from_dlpack_of_accel_stays_on_accel():
+    t = torch.arange(5.0, device="accel:1")
+    same = torch.from_dlpack(t)
+    assert same.device == t.device and same.data_ptr() == t.data_ptr()
+    same[0] = 7.0
+    assert t[0].item() == 7.0
+    assert torch.utils.dlpack.from_dlpack(t, device="accel:1").data_ptr() == t.data_ptr()
+    moved = torch.from_dlpack(t, device="accel:0")
+    assert moved.device == torch.device("accel:0") and torch.equal(moved.cpu(), t.cpu())
+    with pytest.raises(ValueError, match="cannot move DLPack tensor from device accel:1 to accel:0 without copying"):
+        torch.from_dlpack(t, device="accel:0", copy=False)
+    copied = torch.from_dlpack(t, copy=True)
+    assert copied.device == t.device and copied.data_ptr() != t.data_ptr() and torch.equal(copied.cpu(), t.cpu())
+    # The legacy capsule (PrivateUse1's own DLPack device) comes back as accel too.
+    legacy = torch.utils.dlpack.from_dlpack(torch.utils.dlpack.to_dlpack(t))
+    assert legacy.device == t.device and legacy.data_ptr() == t.data_ptr()
+
+
+def test_from_dlpack_into_accel_copies():
+    array = np.arange(6, dtype=np.int64).reshape(2, 3)
+    t = torch.from_dlpack(array, device=LAST)
+    assert t.device == torch.device(LAST)
+    assert torch.equal(t.cpu(), torch.from_numpy(array))
+    array[0, 0] = 9  # a copy: the accel tensor keeps its value
+    assert t[0, 0].item() == 0
+
+
+def test_dlpack_export_refuses_what_cuda_refuses():
+    with pytest.raises(BufferError, match="require gradient"):
+        torch.ones(2, device="accel:0", requires_grad=True).__dlpack__()
+    with pytest.raises(BufferError, match="layout other than torch.strided"):
+        torch.ones(2, 2, device="accel:0").to_sparse().__dlpack__()
+    with pytest.raises(BufferError, match="require gradient"):
+        torch.from_dlpack(torch.ones(2, device="accel:0", requires_grad=True))
+
+
+def test_cuda_array_interface_where_the_memory_is_cuda_memory(target):
+    t = torch.arange(6, dtype=torch.float16, device="accel:0").reshape(2, 3).t()
+    if target != "cuda":
+        assert not hasattr(t, "__cuda_array_interface__")
+        with pytest.raises(AttributeError, match="accel tensor of the host runtime: its memory is cpu memory"):
+            t.__cuda_array_interface__
+        return
+    # As a cuda tensor's (CUDA Array Interface v2: strides in bytes, None when C-contiguous).
+    assert t.__cuda_array_interface__ == {
+        "typestr": "<f2", "shape": (3, 2), "strides": (2, 6), "data": (t.data_ptr(), False), "version": 2
+    }
+    assert t.t().contiguous().__cuda_array_interface__["strides"] is None
+
+
+@pytest.mark.skipif(
+    torch_accel.runtime() != "cuda" or importlib.util.find_spec("cupy") is None,
+    reason="CuPy reads CUDA memory: the CUDA runtime, on the GPU image (which has CuPy)",
+)
+def test_cupy_reads_accel_memory_without_a_copy():
+    import cupy
+
+    t = torch.arange(6, dtype=torch.float32, device="accel:0").reshape(2, 3)
+    through_dlpack = cupy.from_dlpack(t)
+    through_interface = cupy.asarray(t)
+    assert through_dlpack.data.ptr == through_interface.data.ptr == t.data_ptr()
+    through_dlpack[0, 0] = -1.0
+    torch.accel.synchronize()
+    assert t[0, 0].item() == -1.0
+    back = torch.from_dlpack(through_interface)
+    assert back.device == torch.device("cuda:0") and back.data_ptr() == t.data_ptr()
+    into = torch.from_dlpack(through_interface, device="accel:0")
+    assert into.device == torch.device("accel:0") and torch.equal(into.cpu(), t.cpu())
+
+
+def test_cpu_and_plain_tensors_keep_pytorchs_dlpack():
+    t = torch.arange(3)
+    assert t.__dlpack_device__() == (DLDeviceType.kDLCPU, 0)
+    assert torch.from_dlpack(t).data_ptr() == t.data_ptr()
+    assert not hasattr(t, "__cuda_array_interface__")

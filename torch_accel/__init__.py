@@ -160,6 +160,7 @@ def _register() -> None:
         prepare_triton_interpreter,
         register_if_inductor_loaded,
     )
+    from ._interop import apply_interop_patches
     from ._profiler_patches import apply_profiler_patches
     from .multiprocessing import init_reductions as register_multiprocessing_reductions
 
@@ -174,8 +175,9 @@ def _register() -> None:
     register_c10d_backend()
     # torch.multiprocessing is loaded with torch, its reductions registered.
     register_multiprocessing_reductions()
-    # So is torch.nn.parallel (docs/interop.md).
+    # So are torch.nn.parallel and torch.utils.dlpack (docs/interop.md).
     apply_data_parallel_patches()
+    apply_interop_patches()
 
 
 _register()

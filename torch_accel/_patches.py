@@ -15,7 +15,8 @@ rebound (tools/check_package.py, run by ``make lint``, enforces it):
   and installs its replacement. It lives in the module of the area it adapts:
   torch_accel/_inductor/ (FakeTensor, Inductor, Triton's interpreter; one
   module per area), _profiler_patches.py (the profiler), _distributed.py
-  (torch.distributed's backend selection), _data_parallel.py (nn.DataParallel).
+  (torch.distributed's backend selection), _data_parallel.py (nn.DataParallel),
+  _interop.py (DLPack, __cuda_array_interface__).
 - ``apply(patch, ...)`` is the one way to apply a patch: once per process,
   recording the originals first, so ``original(name)`` always gives the
   unpatched code. Who applies what, and when, is up to the owner of the area
@@ -79,6 +80,11 @@ SOURCE_SHA256 = {
     "torch._utils._get_available_device_type": "6df82059093e1639db7f36c462f57a9d63a2f9c0edbf8b4e3f4b7f2055d68da1",
     "torch.nn.parallel.data_parallel.DataParallel.__init__": "da9aabf67411d3f468134aea2c433255275035eb17ec68849553b86f4dae949a",
     "torch.nn.parallel.data_parallel.data_parallel": "0901210c0e55e8688f8259b794083334b4e86ce413305cf11271a42a8ddf3391",
+    # _interop.py (DLPack, __cuda_array_interface__)
+    "torch._tensor.Tensor.__dlpack_device__": "f8e6198f4e14f7d804be5a6c067ee7d1def86f6e67c0e12fb57bc20cd3737217",
+    "torch._tensor.Tensor.__dlpack__": "c67cfc5a76af4b7e8db19d3d5ec444e5abffe41b4b683fc70f3ae54c002a25e7",
+    "torch._tensor.Tensor.__cuda_array_interface__": "340dabaaf51338cb82399f2a6cb9a48558bd20c15586b4201be3e2fc2efcb1ab",
+    "torch.utils.dlpack.from_dlpack": "9079d1714f876d35fb1ec213e053bbbc103d70955b3456f94fdc6431a2092a67",
 }
 
 
