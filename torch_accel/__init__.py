@@ -162,6 +162,7 @@ def _register() -> None:
     )
     from ._interop import apply_interop_patches
     from ._profiler_patches import apply_profiler_patches
+    from ._safetensors import apply_when_safetensors_loads
     from .multiprocessing import init_reductions as register_multiprocessing_reductions
 
     # FakeTensor is loaded with torch: adapting it costs nothing here, and
@@ -178,6 +179,7 @@ def _register() -> None:
     # So are torch.nn.parallel and torch.utils.dlpack (docs/interop.md).
     apply_data_parallel_patches()
     apply_interop_patches()
+    apply_when_safetensors_loads()  # an optional library: patched if and when it loads
 
 
 _register()

@@ -7,7 +7,7 @@ declared here and nowhere else may PyTorch's or a library's attributes be
 rebound (tools/check_package.py, run by ``make lint``, enforces it):
 
 - ``SOURCE_SHA256`` names the code each patch adapts, with the sha256 of its
-  torch 2.11.0 (and Triton 3.6) source (``inspect.getsource``).
+  torch 2.11.0 (and Triton 3.6, safetensors 0.8.0) source (``inspect.getsource``).
   test/test_patches.py checks every entry against the installed packages, so
   an upgrade makes every patch be reviewed.
 - A patch is a function decorated with ``@patch(name, ...)``, the names it
@@ -33,7 +33,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-# The code each patch adapts, with the sha256 of its torch 2.11.0 (Triton 3.6)
+# The code each patch adapts, with the sha256 of its torch 2.11.0 (Triton 3.6, safetensors 0.8.0)
 # source. By the module that patches it.
 SOURCE_SHA256 = {
     # _inductor/fake_tensor.py
@@ -85,6 +85,8 @@ SOURCE_SHA256 = {
     "torch._tensor.Tensor.__dlpack__": "c67cfc5a76af4b7e8db19d3d5ec444e5abffe41b4b683fc70f3ae54c002a25e7",
     "torch._tensor.Tensor.__cuda_array_interface__": "340dabaaf51338cb82399f2a6cb9a48558bd20c15586b4201be3e2fc2efcb1ab",
     "torch.utils.dlpack.from_dlpack": "9079d1714f876d35fb1ec213e053bbbc103d70955b3456f94fdc6431a2092a67",
+    # _safetensors.py (safetensors 0.8.0, a test dependency; patched when it loads)
+    "safetensors.torch.load_file": "e4dd067a52391628f8a441384012e1f66fbec41fba6dca5113789cf9764a2163",
 }
 
 
