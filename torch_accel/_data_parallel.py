@@ -131,8 +131,10 @@ def available_device_type_of_the_module(original) -> None:
     def _get_available_device_type():
         return _module_device_type.get() or original()
 
+    # Where DataParallel's set-up looks it up: torch._utils (_get_all_device_indices
+    # and _get_devices_properties call it there) and the name data_parallel.py imports.
     torch._utils._get_available_device_type = _get_available_device_type
-    _patches.rebind(original, _get_available_device_type, "torch.nn.parallel")
+    importlib.import_module("torch.nn.parallel.data_parallel")._get_available_device_type = _get_available_device_type
 
 
 @_patches.patch(
@@ -151,11 +153,11 @@ def data_parallel_of_the_modules_device(init, data_parallel) -> None:
         with _set_up_for(module, device_ids):
             return data_parallel(module, inputs, device_ids, output_device, dim, module_kwargs)
 
-    # (The package torch.nn.parallel binds the name data_parallel to the function.)
     module = importlib.import_module("torch.nn.parallel.data_parallel")
     module.DataParallel.__init__ = __init__
     module.data_parallel = data_parallel_on_accel
-    _patches.rebind(data_parallel, data_parallel_on_accel, "torch.nn.parallel")
+    # The package binds the name data_parallel to the function (and so hides the module).
+    torch.nn.parallel.data_parallel = data_parallel_on_accel
 
 
 def apply_data_parallel_patches() -> None:
