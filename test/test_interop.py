@@ -241,6 +241,7 @@ def test_dlpack_device_is_where_the_memory_is(target, index, request):
         request.getfixturevalue("two_devices")
     t = torch.arange(6, device=f"accel:{index}")
     assert t.__dlpack_device__() == _expected_dlpack_device(target, index)
+    assert t.reshape(2, 3).to_sparse().__dlpack_device__() == _expected_dlpack_device(target, index)
     torch.accel.set_device(index)  # cuda's export wants the tensor's device current
     capsule_tensor = torch.utils.dlpack.from_dlpack(t.__dlpack__(max_version=(1, 0)))
     # A foreign consumer sees the target's device, over the same memory.

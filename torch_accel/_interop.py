@@ -20,9 +20,10 @@ import functools
 
 import torch
 from torch.overrides import has_torch_function_unary
+from torch.utils.dlpack import DLDeviceType
 
 from . import _C, _patches
-from ._core import current_device, runtime
+from ._core import _target_device_type, current_device, runtime
 
 _ACCEL = "accel"
 
@@ -49,6 +50,11 @@ def dlpack_as_the_target(dlpack_device, dlpack) -> None:
     def __dlpack_device__(self):
         if not _is_plain_accel(self):
             return dlpack_device(self)
+        if self.layout != torch.strided:
+            # No one view stands for a sparse tensor's memory; its device is the
+            # target's all the same, as a sparse cuda tensor's is cuda's.
+            kind, index = torch._C._torchDeviceToDLDevice(torch.device(_target_device_type(), self.device.index))
+            return (DLDeviceType(kind), index)
         return dlpack_device(_C._target_view_keeping_alive(self))
 
     @functools.wraps(dlpack)
