@@ -51,7 +51,7 @@ from ._core import (
     set_device,
     synchronize,
 )
-from . import _fault_injection, amp, graphs, memory, random
+from . import _fault_injection, amp, comm, graphs, memory, random
 from .graphs import AccelGraph, Graph, graph, graph_pool_handle, is_current_stream_capturing, make_graphed_callables
 from .memory import (
     attach_out_of_memory_observer,
@@ -162,6 +162,7 @@ def _register() -> None:
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
     )
+    from ._data_parallel import apply_data_parallel_patches
     from ._distributed import register_backend as register_c10d_backend
     from ._dynamo.registration import register_when_dynamo_loads
     from ._inductor.registration import (
@@ -169,7 +170,9 @@ def _register() -> None:
         prepare_triton_interpreter,
         register_if_inductor_loaded,
     )
+    from ._interop import apply_interop_patches
     from ._profiler_patches import apply_profiler_patches
+    from ._safetensors import apply_when_safetensors_loads
     from .multiprocessing import init_reductions as register_multiprocessing_reductions
 
     # FakeTensor is loaded with torch: adapting it costs nothing here, and
@@ -183,6 +186,10 @@ def _register() -> None:
     register_c10d_backend()
     # torch.multiprocessing is loaded with torch, its reductions registered.
     register_multiprocessing_reductions()
+    # So are torch.nn.parallel and torch.utils.dlpack (docs/interop.md).
+    apply_data_parallel_patches()
+    apply_interop_patches()
+    apply_when_safetensors_loads()  # an optional library: patched if and when it loads
     # The opt-in that runs CUDA programs on accel (docs/cuda-programs.md):
     # `import torch_accel.transfer_to_accel`, or this variable.
     from ._transfer import enable as run_cuda_programs_on_accel, enabled_by_environment

@@ -7,7 +7,7 @@ declared here and nowhere else may PyTorch's or a library's attributes be
 rebound (tools/check_package.py, run by ``make lint``, enforces it):
 
 - ``SOURCE_SHA256`` names the code each patch adapts, with the sha256 of its
-  torch 2.11.0 (and Triton 3.6) source (``inspect.getsource``).
+  torch 2.11.0 (and Triton 3.6, safetensors 0.8.0) source (``inspect.getsource``).
   test/test_patches.py checks every entry against the installed packages, so
   an upgrade makes every patch be reviewed.
 - A patch is a function decorated with ``@patch(name, ...)``, the names it
@@ -16,7 +16,9 @@ rebound (tools/check_package.py, run by ``make lint``, enforces it):
   torch_accel/_inductor/ (FakeTensor, Inductor, Triton's interpreter; one
   module per area), _profiler_patches.py (the profiler), _distributed.py
   (torch.distributed's backend selection), _transfer.py (the CUDA-program
-  opt-in: torch.cuda, amp, torch.load and process groups redirected to accel).
+  opt-in: torch.cuda, amp, torch.load and process groups redirected to accel),
+  _data_parallel.py (nn.DataParallel), _interop.py (DLPack,
+  __cuda_array_interface__), _safetensors.py (safetensors' load_file).
 - ``apply(patch, ...)`` is the one way to apply a patch: once per process,
   recording the originals first, so ``original(name)`` always gives the
   unpatched code. Who applies what, and when, is up to the owner of the area
@@ -33,7 +35,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-# The code each patch adapts, with the sha256 of its torch 2.11.0 (Triton 3.6)
+# The code each patch adapts, with the sha256 of its torch 2.11.0 (Triton 3.6, safetensors 0.8.0)
 # source. By the module that patches it.
 SOURCE_SHA256 = {
     # _inductor/fake_tensor.py
@@ -168,6 +170,21 @@ SOURCE_SHA256 = {
     "accelerate.utils.modeling.get_max_memory": "b9385fe2013505d4f32e3d27a8966272431e46fb9d54326cbad0261626e9eb82",
     "torch.distributed.distributed_c10d.init_process_group": "b26b016e14ccfda0b2a383a365527ad39a99b616c38f167cbe27c7d544778e73",
     "torch.distributed.distributed_c10d.new_group": "d5ff3e1763ec7ccd5ae9ea1ba97461b127a93cdc18e7a47462786af9005b27b5",
+    # _data_parallel.py (nn.DataParallel over accel devices)
+    "torch.nn.parallel.comm.broadcast": "5c959ac5a71150997f353ab960ed22ddc69138c35db6a970ecd6cdaa5aeaa676",
+    "torch.nn.parallel.comm.broadcast_coalesced": "27dd4cbc61bc54a3dfc2915fc3a3428aefb73af95665e0b0767b13bfd175d6c8",
+    "torch.nn.parallel.comm.scatter": "44e4f5f71a646da57d921f642d6fd61808130a9bdcd6585ea4aa98a7c2057a68",
+    "torch.nn.parallel.comm.gather": "5ed17efa8bf6aab8cfa658afa354c265970c42a975c79e68763c4b0b1495d989",
+    "torch._utils._get_available_device_type": "6df82059093e1639db7f36c462f57a9d63a2f9c0edbf8b4e3f4b7f2055d68da1",
+    "torch.nn.parallel.data_parallel.DataParallel.__init__": "da9aabf67411d3f468134aea2c433255275035eb17ec68849553b86f4dae949a",
+    "torch.nn.parallel.data_parallel.data_parallel": "0901210c0e55e8688f8259b794083334b4e86ce413305cf11271a42a8ddf3391",
+    # _interop.py (DLPack, __cuda_array_interface__)
+    "torch._tensor.Tensor.__dlpack_device__": "f8e6198f4e14f7d804be5a6c067ee7d1def86f6e67c0e12fb57bc20cd3737217",
+    "torch._tensor.Tensor.__dlpack__": "c67cfc5a76af4b7e8db19d3d5ec444e5abffe41b4b683fc70f3ae54c002a25e7",
+    "torch._tensor.Tensor.__cuda_array_interface__": "340dabaaf51338cb82399f2a6cb9a48558bd20c15586b4201be3e2fc2efcb1ab",
+    "torch.utils.dlpack.from_dlpack": "9079d1714f876d35fb1ec213e053bbbc103d70955b3456f94fdc6431a2092a67",
+    # _safetensors.py (safetensors 0.8.0, a test dependency; patched when it loads)
+    "safetensors.torch.load_file": "e4dd067a52391628f8a441384012e1f66fbec41fba6dca5113789cf9764a2163",
 }
 
 
@@ -214,7 +231,7 @@ def patch(*names: str) -> Callable[[Callable[..., None]], Patch]:
 
 def _resolve(name: str) -> Any:
     """The function ``name`` (a module attribute or a class attribute) names now;
-    for a classmethod or staticmethod, its function."""
+    for a classmethod or staticmethod, its function; for a property, its getter."""
     owner_name, _, attribute = name.rpartition(".")
     try:
         owner: Any = importlib.import_module(owner_name)
@@ -222,6 +239,8 @@ def _resolve(name: str) -> Any:
         module_name, _, class_name = owner_name.rpartition(".")
         owner = getattr(importlib.import_module(module_name), class_name)
     value = vars(owner)[attribute]
+    if isinstance(value, property):
+        return value.fget
     return getattr(value, "__func__", value)
 
 

@@ -13,6 +13,7 @@
 #endif
 #include <csrc/python/FaultInjection.h>
 #include <csrc/python/Graphs.h>
+#include <csrc/python/Interop.h>
 #include <csrc/python/InterprocessEvent.h>
 #include <csrc/python/Memory.h>
 #include <csrc/python/Multiprocessing.h>
@@ -481,6 +482,7 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("_alias_fallback_calls", [] { return targetCallCount(); });
   initTargetViewBindings(m);
+  initInteropBindings(m);
 
   // What Inductor's generated code calls on every graph call (allocation,
   // device guards, streams): plain CPython, no pybind11 overhead.

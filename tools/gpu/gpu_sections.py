@@ -76,12 +76,14 @@ REQUIRED_MODULES: dict[str, str] = {
     "expecttest": "expecttest",
     # A real model's package (test_models), on the GPU image only; see GPU_IMAGE_ONLY.
     "torchvision": "torchvision",
+    # Checkpoints loaded onto accel (test_interop), on the GPU image at the pinned version.
+    "safetensors": "safetensors",
 }
 
 # Modules of REQUIRED_MODULES that the GPU image has preinstalled, at the
 # version requirements-dev.txt pins for the CPU machines: the GPU run brings no
 # wheel for them (test/test_gpu_report.py checks the others here).
-GPU_IMAGE_ONLY: frozenset[str] = frozenset({"torchvision"})
+GPU_IMAGE_ONLY: frozenset[str] = frozenset({"torchvision", "safetensors"})
 
 # Sections that run in every step, before the step's own.
 BUILD = Section(
@@ -369,6 +371,18 @@ SECTIONS: tuple[Section, ...] = (
         # About four spawned children that each start CUDA.
         estimate_s=60,
         tests=("test/test_multiprocessing.py",),
+    ),
+    Section(
+        name="interop",
+        step="core",
+        what=(
+            "nn.DataParallel over accel devices (two GPUs), DLPack and __cuda_array_interface__ as CUDA memory "
+            "(CuPy reads accel tensors), safetensors onto accel"
+        ),
+        limit_s=120,
+        # Host: 2 s for its 20 tests; CuPy's import and first kernel add a few seconds.
+        estimate_s=15,
+        tests=("test/test_interop.py",),
     ),
     # compile: Inductor with real Triton, and c10d over NCCL --------------------------
     Section(
