@@ -116,16 +116,22 @@ void HostMemoryLedger::updateStats(
   };
   update(block_stats.count, 1);
   update(block_stats.bytes, size);
+  if (segment) {
+    ++(allocated ? stats_[device].num_device_alloc : stats_[device].num_device_free);
+  }
+  if (!pools_used_) {
+    return; // the other three series are these two (see BlockStats)
+  }
   update(block_stats.requested, requested);
   if (segment) {
     update(block_stats.segments, 1);
     update(block_stats.reserved, size);
-    ++(allocated ? stats_[device].num_device_alloc : stats_[device].num_device_free);
   }
 }
 
 size_t HostMemoryLedger::reservedBytes(c10::DeviceIndex device) const {
-  return static_cast<size_t>(block_stats_[device].reserved[kAggregate].current);
+  const auto& block_stats = block_stats_[device];
+  return static_cast<size_t>((pools_used_ ? block_stats.reserved : block_stats.bytes)[kAggregate].current);
 }
 
 void HostMemoryLedger::recordAllocation(
@@ -191,6 +197,14 @@ HostMemoryLedger::Freed HostMemoryLedger::recordFree(void* ptr, Context context)
 void HostMemoryLedger::createOrIncrefPool(
     c10::DeviceIndex device, c10::MempoolId_t id, std::shared_ptr<const HostSegmentSource> source) {
   std::lock_guard<SpinMutex> lock(mutex_);
+  if (!pools_used_) {
+    // From now on segments and blocks differ: their series part (see BlockStats).
+    for (auto& block_stats : block_stats_) {
+      block_stats.requested = block_stats.reserved = block_stats.bytes;
+      block_stats.segments = block_stats.count;
+    }
+    pools_used_ = true;
+  }
   const auto it = pools_.find(id);
   if (it == pools_.end()) {
     pools_.emplace(id, Pool{device, 1, std::move(source)});
@@ -408,9 +422,9 @@ c10::CachingDeviceAllocator::DeviceStats HostMemoryLedger::stats(c10::DeviceInde
   const auto& block_stats = block_stats_[device];
   stats.allocation = stats.active = block_stats.count;
   stats.allocated_bytes = stats.active_bytes = block_stats.bytes;
-  stats.requested_bytes = block_stats.requested;
-  stats.segment = block_stats.segments;
-  stats.reserved_bytes = block_stats.reserved;
+  stats.requested_bytes = pools_used_ ? block_stats.requested : block_stats.bytes;
+  stats.segment = pools_used_ ? block_stats.segments : block_stats.count;
+  stats.reserved_bytes = pools_used_ ? block_stats.reserved : block_stats.bytes;
   stats.max_split_size = static_cast<int64_t>(c10::CachingAllocator::AcceleratorAllocatorConfig::max_split_size());
   return stats;
 }

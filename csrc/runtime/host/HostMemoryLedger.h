@@ -220,7 +220,11 @@ private:
   // DeviceStats hold five series: allocated blocks (allocation, active) and
   // their bytes (allocated, active bytes), requested bytes, and segments
   // (segment) and their bytes (reserved bytes). The ledger keeps those five,
-  // and stats() spreads them over the seven.
+  // and stats() spreads them over the seven. Until the first memory pool,
+  // every segment is one block allocated with the bytes requested, so the
+  // last three series are the first two: only those are updated (a handful
+  // of instructions per allocation and free), and the first pool copies them
+  // into the other three, which are exact copies, peaks and totals included.
   struct BlockStats {
     c10::CachingAllocator::StatArray count;
     c10::CachingAllocator::StatArray bytes;
@@ -253,6 +257,8 @@ private:
   std::vector<OutOfMemoryObserver> observers_;
 
   std::unordered_map<c10::MempoolId_t, Pool, c10::MempoolIdHash> pools_;
+  // Whether a pool was ever created: from then on all five series are kept.
+  bool pools_used_ = false;
   std::array<std::vector<Routing>, kMaxDevices> routings_by_device_;
   std::atomic<int> routings_{0};
 };
