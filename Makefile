@@ -6,6 +6,8 @@
 #                  built in place
 #   make test      accelrt's unit tests, then the pytest suite (host runtime here)
 #   make demo      the demo on whatever runtime is present
+#   make example-extension[-cuda]  the example user extension (examples/extension),
+#                  C++ for the host runtime / CUDA (nvcc) for the CUDA runtime
 #   make gpu-test  on a GPU machine, offline: build against the preinstalled torch,
 #                  run the suite and the benchmarks on the CUDA runtime by sections,
 #                  writing test/reports/gpu-test[-STEPS].md (GPU_TEST_STEPS=core ...)
@@ -44,7 +46,7 @@ PYTEST_ARGS ?=
 BENCH_ARGS ?=
 NATIVE_SOURCES := setup.py $(shell find csrc third_party/accelrt/src third_party/accelrt/include -name '*.cpp' -o -name '*.h' 2>/dev/null)
 
-.PHONY: install build test test-accelrt test-python test-isa demo gpu-test gpu-build gpu-wheels bench fuzz soak lint asan clean
+.PHONY: example-extension example-extension-cuda install build test test-accelrt test-python test-isa demo gpu-test gpu-build gpu-wheels bench fuzz soak lint asan clean
 
 install: build
 
@@ -92,6 +94,22 @@ build/.ext-built: $(NATIVE_SOURCES) $(VENV)/.complete
 
 test: install test-accelrt test-python
 
+# The example extension of users' kernels (examples/extension, docs/extensions.md),
+# into build/examples/extension/{cpp,cuda}: the C++ variant for the host runtime
+# (test/test_extension.py builds the same, once per session), the CUDA variant
+# with nvcc for the CUDA runtime (compiles wherever a CUDA toolkit and a CUDA torch are).
+EXAMPLE_BUILD := build/examples/extension
+example-extension: install
+	ACCEL_EXAMPLE_CUDA=0 $(PY) examples/extension/setup.py -q build_ext \
+	  --build-lib $(EXAMPLE_BUILD)/cpp --build-temp $(EXAMPLE_BUILD)/cpp/temp
+
+# The GPUs' architectures to compile for: where no GPU is visible torch cannot
+# detect them (the GPU machines have H100/H200s: 9.0).
+EXAMPLE_CUDA_ARCHS ?= 9.0
+example-extension-cuda: install
+	ACCEL_EXAMPLE_CUDA=1 TORCH_CUDA_ARCH_LIST="$(EXAMPLE_CUDA_ARCHS)" $(PY) examples/extension/setup.py -q build_ext \
+	  --build-lib $(EXAMPLE_BUILD)/cuda --build-temp $(EXAMPLE_BUILD)/cuda/temp
+
 test-accelrt:
 	$(MAKE) -C third_party/accelrt test
 
@@ -136,8 +154,8 @@ soak: install
 	$(PY) -m tools.soak --minutes $(SOAK_MINUTES) --json build/soak/soak.json --table-every 30 $(SOAK_ARGS)
 
 lint: install
-	find csrc third_party/accelrt -name '*.cpp' -o -name '*.h' | xargs clang-format --dry-run --Werror
-	$(PY) -m compileall -q torch_accel test benchmarks tools
+	find csrc third_party/accelrt examples torch_accel/include -name "*.cpp" -o -name "*.h" -o -name "*.cu" | xargs clang-format --dry-run --Werror
+	$(PY) -m compileall -q torch_accel test benchmarks tools examples
 	$(PY) tools/check_package.py torch_accel
 	$(PY) tools/check_floors.py csrc
 

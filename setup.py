@@ -108,6 +108,8 @@ setup(
     version="0.1.0",
     description="PrivateUse1 backend 'accel' for PyTorch, backed by CUDA or by an emulated host runtime",
     packages=find_packages(include=["torch_accel", "torch_accel.*"]),
+    # The public header of users' extensions (torch_accel.utils.cpp_extension.include_paths()).
+    package_data={"torch_accel": ["include/torch_accel/*.h"]},
     ext_modules=[] if _skip_extension() else [_extension()],
     cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
     python_requires=">=3.10",

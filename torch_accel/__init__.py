@@ -54,6 +54,7 @@ from ._core import (
 from . import _fault_injection, amp, comm, graphs, memory, random
 from .graphs import AccelGraph, Graph, graph, graph_pool_handle, is_current_stream_capturing, make_graphed_callables
 from .memory import (
+    MemPool,
     attach_out_of_memory_observer,
     empty_cache,
     get_per_process_memory_fraction,
@@ -69,6 +70,7 @@ from .memory import (
     reset_accumulated_memory_stats,
     reset_peak_memory_stats,
     set_per_process_memory_fraction,
+    use_mem_pool,
 )
 from .multiprocessing import ipc_collect
 from .random import (

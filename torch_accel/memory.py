@@ -11,19 +11,24 @@ Snapshots (:func:`_snapshot`, :func:`_dump_snapshot`) have the format of
 """
 
 import collections
+import contextlib
+import ctypes
 import pickle
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from inspect import signature
-from typing import Any, Literal
+from typing import Any, Literal, Optional
 
 import torch
 
 from . import _C
-from ._core import DeviceLike, _get_device_index, _lazy_init, is_initialized
+from ._core import DeviceLike, _get_device_index, _lazy_init, current_device, is_initialized
 
 __all__ = [
+    "AccelPluggableAllocator",
+    "MemPool",
     "attach_out_of_memory_observer",
+    "change_current_allocator",
     "empty_cache",
     "get_per_process_memory_fraction",
     "max_memory_allocated",
@@ -38,6 +43,7 @@ __all__ = [
     "reset_accumulated_memory_stats",
     "reset_peak_memory_stats",
     "set_per_process_memory_fraction",
+    "use_mem_pool",
 ]
 
 
@@ -355,12 +361,24 @@ def _dump_snapshot(filename: str = "dump_snapshot.pickle", augment_with_fx_trace
         pickle.dump(snapshot, f)
 
 
-def memory_snapshot(mempool_id=None, include_traces: bool = True) -> list[dict[str, Any]]:
-    r"""Return the segments of the accel memory allocator's state on every device (see :func:`_snapshot`)."""
-    if mempool_id is not None:
-        raise NotImplementedError("torch.accel.memory_snapshot: memory pools (mempool_id) are not supported on accel")
+def memory_snapshot(mempool_id: Optional[tuple[int, int]] = None, include_traces: bool = True) -> list[dict[str, Any]]:
+    r"""Return the segments of the accel memory allocator's state on every device (see :func:`_snapshot`).
+
+    With ``mempool_id`` (a :class:`MemPool`'s ``id``), only the segments of that pool.
+    """
     _lazy_init()
-    return _C._memory_snapshot(include_traces)["segments"]
+    pool = (0, 0) if mempool_id is None else _pool_id(mempool_id, "memory_snapshot")
+    return _C._memory_snapshot(include_traces, pool)["segments"]
+
+
+def _pool_id(mempool_id: Any, where: str) -> tuple[int, int]:
+    if (
+        not isinstance(mempool_id, tuple)
+        or len(mempool_id) != 2
+        or not all(isinstance(part, int) and part >= 0 for part in mempool_id)
+    ):
+        raise TypeError(f"torch.accel.{where}: expected a memory pool id (a MemPool's id, a tuple of two ints), got {mempool_id!r}")
+    return mempool_id
 
 
 def _save_segment_usage(filename: str = "output.svg", snapshot: dict[str, Any] | None = None) -> None:
@@ -413,3 +431,158 @@ def _set_allocator_settings(env: str) -> None:
             "max_split_size_mb:256,garbage_collection_threshold:0.8,expandable_segments:False"
         ) from None
 
+
+
+# Pluggable allocators and memory pools -----------------------------------------
+
+
+class _AccelAllocator:
+    r"""Wrapper over an accel memory allocator (as torch.cuda.memory._CUDAAllocator)."""
+
+    def __init__(self, allocator: "_C._PluggableAllocator") -> None:
+        self._allocator = allocator
+
+    def allocator(self) -> "_C._PluggableAllocator":
+        return self._allocator
+
+
+class AccelPluggableAllocator(_AccelAllocator):
+    r"""accel memory allocator loaded from a shared library, as torch.cuda.memory.CUDAPluggableAllocator.
+
+    Make it the allocator of all accel memory with :func:`change_current_allocator`
+    (before accel memory is first allocated), or of one pool with ``MemPool(allocator)``.
+
+    Args:
+        path_to_so_file (str): the shared library.
+        alloc_fn_name (str): its allocation function,
+            ``void* alloc(ssize_t size, int device, void* stream)``.
+        free_fn_name (str): its release function,
+            ``void free(void* ptr, size_t size, int device, void* stream)``.
+
+    The stream is the runtime's: a ``cudaStream_t`` on the CUDA runtime (torch.cuda's
+    signatures exactly), an accelrt stream on the host runtime. On the host runtime
+    the memory must be host memory (the CPU's kernels read and write it).
+    """
+
+    def __init__(self, path_to_so_file: str, alloc_fn_name: str, free_fn_name: str) -> None:
+        library = ctypes.CDLL(path_to_so_file)
+        functions = []
+        for role, name in (("allocation", alloc_fn_name), ("release", free_fn_name)):
+            try:
+                address = ctypes.cast(getattr(library, name), ctypes.c_void_p).value
+            except AttributeError:
+                raise AttributeError(
+                    f"torch.accel.memory.AccelPluggableAllocator: {path_to_so_file} has no {role} function {name!r}"
+                ) from None
+            functions.append(address)
+        # The library stays loaded as long as the allocator may call it.
+        self._library = library
+        super().__init__(_C._pluggable_allocator(*functions))
+
+
+def change_current_allocator(allocator: _AccelAllocator) -> None:
+    r"""Make ``allocator`` the allocator of all accel memory, as torch.cuda.memory.change_current_allocator.
+
+    Only before accel memory is first allocated (a RuntimeError afterwards).
+    """
+    if not isinstance(allocator, _AccelAllocator):
+        raise TypeError(
+            f"torch.accel.memory.change_current_allocator expects an AccelPluggableAllocator, got {type(allocator).__name__}"
+        )
+    _C._change_current_allocator(allocator.allocator())
+
+
+class MemPool:
+    r"""A pool of accel memory, as torch.cuda.MemPool.
+
+    Allocations routed to the pool (:func:`use_mem_pool`, or a graph captured with
+    ``pool=pool.id``) take their memory from it; memory freed in the pool stays in it
+    (reserved: :func:`memory_reserved` counts it, :func:`memory_allocated` no longer
+    does) for its later allocations, until the pool is deleted (which releases its
+    cached memory, and that of its tensors still alive once they are freed and
+    :func:`empty_cache` runs). The pool belongs to the current accel device.
+
+    Args:
+        allocator (AccelPluggableAllocator, optional): where the pool's memory comes
+            from; the accel allocator's source if ``None``.
+        use_on_oom (bool): whether an allocation outside the pool that fails may
+            use the pool's cached memory (CUDA runtime only).
+        no_split (bool): whether the pool's segments are never split (the host
+            runtime never splits them).
+    """
+
+    def __init__(
+        self, allocator: Optional[_AccelAllocator] = None, use_on_oom: bool = False, no_split: bool = False
+    ) -> None:
+        _lazy_init()
+        if allocator is not None and not isinstance(allocator, _AccelAllocator):
+            raise TypeError(
+                f"torch.accel.MemPool: allocator must be an AccelPluggableAllocator or None, got {type(allocator).__name__}"
+            )
+        self._allocator = allocator
+        self._device = current_device()
+        pool_id = _C._graph_pool_handle()
+        _C._mem_pool_create(
+            self._device, pool_id, None if allocator is None else allocator.allocator(), bool(use_on_oom), bool(no_split)
+        )
+        self._id: Optional[tuple[int, int]] = pool_id
+
+    @property
+    def id(self) -> tuple[int, int]:
+        r"""The id of this pool, a tuple of two ints (for ``graph(pool=...)`` and :func:`memory_snapshot`)."""
+        return self._id
+
+    @property
+    def allocator(self) -> Optional[_AccelAllocator]:
+        r"""The allocator this pool's memory comes from (``None``: the accel allocator's source)."""
+        return self._allocator
+
+    @property
+    def device(self) -> int:
+        r"""The index of the accel device this pool belongs to."""
+        return self._device
+
+    def use_count(self) -> int:
+        r"""Return the uses of this pool: its own, each active :func:`use_mem_pool`, each graph using it."""
+        return _C._mem_pool_use_count(self._device, self._id)
+
+    def snapshot(self, include_traces: bool = True) -> list[dict[str, Any]]:
+        r"""Return the segments of this pool, in :func:`memory_snapshot`'s format."""
+        return memory_snapshot(self._id, include_traces=include_traces)
+
+    def __del__(self) -> None:
+        pool_id, self._id = getattr(self, "_id", None), None
+        if pool_id is None or _C is None:
+            return
+        # As torch.cuda's: the pool's own use goes, and its cached memory with it.
+        _C._mem_pool_release(self._device, pool_id)
+        _C._empty_pool_cache(pool_id)
+
+
+@contextlib.contextmanager
+def use_mem_pool(pool: MemPool, device: DeviceLike = None) -> Iterator[None]:
+    r"""Route the allocations of this thread on an accel device to ``pool``, as torch.cuda.use_mem_pool.
+
+    Args:
+        pool (MemPool): the pool.
+        device (torch.device or int, optional): the device; the current one if ``None``.
+            It must be the pool's device.
+
+    Only this thread's allocations go to the pool: those of threads started inside
+    (autograd's backward, for one) do not.
+    """
+    if not isinstance(pool, MemPool):
+        raise TypeError(f"torch.accel.use_mem_pool expects a torch.accel.MemPool, got {type(pool).__name__}")
+    index = current_device() if device is None else _get_device_index(device)
+    if index != pool.device:
+        # torch.cuda would create a second pool of the same id on that device.
+        raise ValueError(
+            f"torch.accel.use_mem_pool: the memory pool {pool.id} belongs to accel:{pool.device}; allocations on "
+            f"accel:{index} cannot be routed to it"
+        )
+    _C._begin_allocate_current_thread_to_pool(index, pool.id)
+    try:
+        yield
+    finally:
+        _C._end_allocate_to_pool(index, pool.id)
+        _C._mem_pool_release(index, pool.id)

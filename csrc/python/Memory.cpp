@@ -267,17 +267,59 @@ void initMemoryBindings(py::module& m) {
          const std::vector<std::string>& skip_actions) {
         recordMemoryHistory(enabled, context, stacks, max_entries, clear_history, skip_actions);
       });
-  m.def("_memory_snapshot", [](bool include_traces) {
-    // Taken without the GIL (the allocator's lock is held meanwhile, and a
-    // thread holding it may be waiting for the GIL to gather a traceback);
-    // converted with it.
-    MemorySnapshot snapshot;
-    {
-      py::gil_scoped_release no_gil;
-      snapshot = runtime().allocator()->snapshot(include_traces);
-    }
-    return snapshotToPython(snapshot);
+  m.def(
+      "_memory_snapshot",
+      [](bool include_traces, c10::MempoolId_t pool) {
+        // Taken without the GIL (the allocator's lock is held meanwhile, and a
+        // thread holding it may be waiting for the GIL to gather a traceback);
+        // converted with it.
+        MemorySnapshot snapshot;
+        {
+          py::gil_scoped_release no_gil;
+          snapshot = runtime().allocator()->snapshot(include_traces, pool);
+        }
+        return snapshotToPython(snapshot);
+      },
+      py::arg("include_traces"),
+      py::arg("pool") = c10::MempoolId_t{0, 0});
+
+  // Memory pools and pluggable allocators (torch_accel/memory.py: MemPool,
+  // use_mem_pool, AccelPluggableAllocator, change_current_allocator).
+  py::class_<PluggableAllocator, std::shared_ptr<PluggableAllocator>>(m, "_PluggableAllocator");
+  m.def("_pluggable_allocator", [](uintptr_t alloc_fn, uintptr_t free_fn) {
+    TORCH_CHECK_VALUE(alloc_fn != 0 && free_fn != 0, "accel: a pluggable allocator needs both functions");
+    return runtime().newPluggableAllocator(alloc_fn, free_fn);
   });
+  m.def("_change_current_allocator", [](const std::shared_ptr<PluggableAllocator>& allocator) {
+    runtime().changeCurrentAllocator(allocator);
+  });
+  m.def(
+      "_mem_pool_create",
+      [](int64_t device,
+         c10::MempoolId_t id,
+         const std::shared_ptr<PluggableAllocator>& allocator,
+         bool use_on_oom,
+         bool no_split) {
+        checkDeviceIndex(device);
+        runtime().createPool(static_cast<c10::DeviceIndex>(device), id, allocator, use_on_oom, no_split);
+      });
+  m.def("_mem_pool_release", [](int64_t device, c10::MempoolId_t id) {
+    checkDeviceIndex(device);
+    runtime().releasePool(static_cast<c10::DeviceIndex>(device), id);
+  });
+  m.def("_mem_pool_use_count", [](int64_t device, c10::MempoolId_t id) {
+    checkDeviceIndex(device);
+    return runtime().poolUseCount(static_cast<c10::DeviceIndex>(device), id);
+  });
+  m.def("_begin_allocate_current_thread_to_pool", [](int64_t device, c10::MempoolId_t id) {
+    checkDeviceIndex(device);
+    runtime().beginAllocateCurrentThreadToPool(static_cast<c10::DeviceIndex>(device), id);
+  });
+  m.def("_end_allocate_to_pool", [](int64_t device, c10::MempoolId_t id) {
+    checkDeviceIndex(device);
+    runtime().endAllocateToPool(static_cast<c10::DeviceIndex>(device), id);
+  });
+  m.def("_empty_pool_cache", [](c10::MempoolId_t id) { runtime().allocator()->emptyCache(id); });
   m.def("_attach_out_of_memory_observer", [](const py::object& observer) {
     TORCH_CHECK_TYPE(
         PyCallable_Check(observer.ptr()),

@@ -51,7 +51,9 @@ public:
       bool clear_history,
       const std::vector<std::string>& skip_actions) = 0;
 
-  virtual MemorySnapshot snapshot(bool include_traces) = 0;
+  // The segments of memory pool `pool` ({0, 0}: every segment), and the
+  // history if `include_traces`.
+  virtual MemorySnapshot snapshot(bool include_traces, c10::MempoolId_t pool = {0, 0}) = 0;
 
   virtual void attachOutOfMemoryObserver(OutOfMemoryObserver observer) = 0;
 

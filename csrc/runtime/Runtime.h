@@ -72,6 +72,14 @@ struct SharedStorageHandle {
   std::string key;
 };
 
+// An allocator whose functions a shared library provides
+// (torch.accel.memory.AccelPluggableAllocator): each runtime's own object for
+// them, which memory pools and changeCurrentAllocator() take.
+class PluggableAllocator {
+public:
+  virtual ~PluggableAllocator() = default;
+};
+
 // Which kernels Inductor generates for accel unless TORCH_ACCEL_INDUCTOR
 // says otherwise (torch_accel/_inductor/codegen_config.py).
 enum class InductorKernels {
@@ -151,6 +159,51 @@ public:
   // `device`, relabels it as such and returns true; otherwise leaves it alone
   // and returns false (the caller copies the data into accel memory).
   virtual bool adoptTargetAllocation(c10::DataPtr& ptr, c10::DeviceIndex device) const = 0;
+
+  // --- Memory pools (torch.accel.MemPool, use_mem_pool) --------------------
+  //
+  // A pool is named by an id of graphPoolHandle() and belongs to one device.
+  // Allocations routed to it take their memory from it; memory freed in it
+  // stays in it (reserved) for its later allocations until its cache is
+  // emptied: allocator()->emptyCache(id), or emptyCache() once the pool has
+  // no uses left. Its segments are in the memory statistics of its device,
+  // and snapshot(id) lists them. torch.cuda's semantics (CUDA's caching
+  // allocator's private pools).
+
+  // Creates pool `id` on `device` with one use. Its memory comes from
+  // `allocator` (null: where the device allocator's comes from). `use_on_oom`:
+  // an allocation outside the pool that fails may take the pool's cached
+  // memory; `no_split`: the pool's segments are never split.
+  virtual void createPool(
+      c10::DeviceIndex device,
+      c10::MempoolId_t id,
+      const std::shared_ptr<PluggableAllocator>& allocator,
+      bool use_on_oom,
+      bool no_split) const = 0;
+
+  // Gives one use of pool `id` back.
+  virtual void releasePool(c10::DeviceIndex device, c10::MempoolId_t id) const = 0;
+
+  // The uses of pool `id`: its creator's, each routing to it, each graph
+  // capturing or captured into it.
+  virtual int poolUseCount(c10::DeviceIndex device, c10::MempoolId_t id) const = 0;
+
+  // Routes the allocations this thread makes on `device` to pool `id`, which
+  // takes one more use, until endAllocateToPool (which does not give it back:
+  // releasePool does).
+  virtual void beginAllocateCurrentThreadToPool(c10::DeviceIndex device, c10::MempoolId_t id) const = 0;
+  virtual void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id) const = 0;
+
+  // --- Pluggable allocators -------------------------------------------------
+
+  // The allocator of functions `alloc_fn` and `free_fn`, addresses of
+  // functions with torch.cuda.memory.CUDAPluggableAllocator's signatures
+  // (the stream is the runtime's native stream).
+  virtual std::shared_ptr<PluggableAllocator> newPluggableAllocator(uintptr_t alloc_fn, uintptr_t free_fn) const = 0;
+
+  // Makes `allocator` the source of all accel memory; only before accel
+  // memory was first allocated.
+  virtual void changeCurrentAllocator(const std::shared_ptr<PluggableAllocator>& allocator) const = 0;
 
   // --- Sharing memory between processes (torch.multiprocessing) ------------
 

@@ -328,6 +328,19 @@ SECTIONS: tuple[Section, ...] = (
         ),
     ),
     Section(
+        name="extensions-and-pools",
+        step="core",
+        what=(
+            "users' kernels: the example extension's CUDA variant built with nvcc and run (its own kernel on accel's "
+            "cudaStream_t, a CUDA-only operator through the fallback); memory pools, graph capture into a pool, "
+            "pluggable allocators (cudaMalloc), CUDA's private pools"
+        ),
+        # The CUDA variant's build (nvcc, ninja) is most of it.
+        limit_s=300,
+        estimate_s=90,
+        tests=("test/test_extension.py", "test/test_memory_pools.py"),
+    ),
+    Section(
         name="tensor-kinds",
         step="core",
         what="quantized, sparse and nested accel tensors on the target's kernels of their kind (QuantizedCUDA, SparseCUDA, ...)",

@@ -87,8 +87,8 @@ public:
     cuda()->recordHistory(enabled, context_recorder, max_entries, when, clear_history, skip_actions);
   }
 
-  MemorySnapshot snapshot(bool include_traces) override {
-    auto cuda_snapshot = cuda()->snapshot(/*mempool_id=*/{0, 0}, include_traces);
+  MemorySnapshot snapshot(bool include_traces, c10::MempoolId_t pool) override {
+    auto cuda_snapshot = cuda()->snapshot(pool, include_traces);
     return MemorySnapshot{std::move(cuda_snapshot.segments), std::move(cuda_snapshot.device_traces)};
   }
 

@@ -26,12 +26,14 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/cuda/impl/CUDAGuardImpl.h>
+#include <torch/csrc/cuda/CUDAPluggableAllocator.h>
 
 #include <cuda_runtime_api.h>
 
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 
 namespace torch_accel {
 
@@ -56,6 +58,29 @@ c10::DeviceIndex cudaDeviceCount() noexcept {
 namespace {
 
 constexpr auto kCuda = c10::DeviceType::CUDA;
+
+// A pluggable allocator on the CUDA runtime: torch.cuda's own
+// (CUDAPluggableAllocator), since accel memory is CUDA's allocator's.
+class CudaPluggableAllocator final : public PluggableAllocator {
+public:
+  explicit CudaPluggableAllocator(std::shared_ptr<c10::cuda::CUDACachingAllocator::CUDAAllocator> cuda)
+      : cuda_(std::move(cuda)) {}
+  const std::shared_ptr<c10::cuda::CUDACachingAllocator::CUDAAllocator>& cuda() const {
+    return cuda_;
+  }
+
+private:
+  std::shared_ptr<c10::cuda::CUDACachingAllocator::CUDAAllocator> cuda_;
+};
+
+std::shared_ptr<c10::cuda::CUDACachingAllocator::CUDAAllocator> cudaAllocatorOf(PluggableAllocator* allocator) {
+  if (allocator == nullptr) {
+    return nullptr;
+  }
+  auto* cuda = dynamic_cast<CudaPluggableAllocator*>(allocator);
+  TORCH_CHECK_TYPE(cuda != nullptr, "accel (CUDA runtime): the allocator is not one of the CUDA runtime's");
+  return cuda->cuda();
+}
 
 c10::Device toCuda(c10::Device device) {
   return c10::Device(kCuda, device.index());
@@ -256,6 +281,62 @@ public:
 
   ObservableAllocator* allocator() const override {
     return cudaAllocator();
+  }
+
+  // Memory pools are the caching allocator's private pools (accel:N is cuda:N).
+
+  void createPool(
+      c10::DeviceIndex device,
+      c10::MempoolId_t id,
+      const std::shared_ptr<PluggableAllocator>& allocator,
+      bool use_on_oom,
+      bool no_split) const override {
+    namespace caching = c10::cuda::CUDACachingAllocator;
+    TORCH_CHECK_VALUE(
+        caching::getPoolUseCount(device, id) == 0,
+        "accel: memory pool (",
+        id.first,
+        ", ",
+        id.second,
+        ") exists already");
+    caching::createOrIncrefPool(device, id, cudaAllocatorOf(allocator.get()));
+    if (use_on_oom) {
+      caching::setUseOnOOM(device, id, true);
+    }
+    if (no_split) {
+      caching::setNoSplit(device, id);
+    }
+  }
+
+  void releasePool(c10::DeviceIndex device, c10::MempoolId_t id) const override {
+    c10::cuda::CUDACachingAllocator::releasePool(device, id);
+  }
+
+  int poolUseCount(c10::DeviceIndex device, c10::MempoolId_t id) const override {
+    return c10::cuda::CUDACachingAllocator::getPoolUseCount(device, id);
+  }
+
+  void beginAllocateCurrentThreadToPool(c10::DeviceIndex device, c10::MempoolId_t id) const override {
+    const auto thread = std::this_thread::get_id();
+    c10::cuda::CUDACachingAllocator::beginAllocateToPool(
+        device, id, [thread](cudaStream_t) { return std::this_thread::get_id() == thread; });
+  }
+
+  void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id) const override {
+    c10::cuda::CUDACachingAllocator::endAllocateToPool(device, id);
+  }
+
+  std::shared_ptr<PluggableAllocator> newPluggableAllocator(uintptr_t alloc_fn, uintptr_t free_fn) const override {
+    using AllocFn = void* (*)(size_t, int, cudaStream_t);
+    using FreeFn = void (*)(void*, size_t, int, cudaStream_t);
+    return std::make_shared<CudaPluggableAllocator>(torch::cuda::CUDAPluggableAllocator::createCustomAllocator(
+        reinterpret_cast<AllocFn>(alloc_fn), reinterpret_cast<FreeFn>(free_fn)));
+  }
+
+  void changeCurrentAllocator(const std::shared_ptr<PluggableAllocator>& allocator) const override {
+    // torch.cuda.memory.change_current_allocator: refused once CUDA's
+    // allocator is in use.
+    torch::cuda::CUDAPluggableAllocator::changeCurrentAllocator(cudaAllocatorOf(allocator.get()));
   }
 
   c10::Allocator* targetAllocator() const override {

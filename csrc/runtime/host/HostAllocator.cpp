@@ -1,9 +1,11 @@
 // accel memory on the host runtime: accelrt allocations, one per tensor
-// storage, with no cache. accelrt executes every stream operation before
-// returning, so memory is never in use by a stream after its last owner
-// drops it and record_stream has nothing to defer. Every allocation and free
-// goes through HostMemoryLedger, which keeps the statistics, the snapshot and
-// the history, and the memory fraction that caps each device.
+// storage, with no cache outside memory pools (a pool keeps its freed
+// segments for its later allocations: HostMemoryLedger.h). accelrt executes
+// every stream operation before returning, so memory is never in use by a
+// stream after its last owner drops it and record_stream has nothing to
+// defer. Every allocation and free goes through HostMemoryLedger, which keeps
+// the statistics, the snapshot and the history, the pools and their routing,
+// and the memory fraction that caps each device.
 
 #include <csrc/core/AccelDevice.h>
 #include <csrc/runtime/AccelTrace.h>
@@ -16,12 +18,19 @@
 #include <c10/core/AllocatorConfig.h>
 #include <c10/util/Logging.h>
 
+#include <atomic>
 #include <cstdio>
 #include <limits>
 #include <string>
+#include <tuple>
 
 namespace torch_accel {
 namespace {
+
+// Where segments come from outside pools with a source of their own: null
+// for accelrt (changeCurrentAllocator sets it before the first allocation).
+std::shared_ptr<const HostSegmentSource> default_source;
+std::atomic<bool> allocated_once{false};
 
 void deleteAccelrtMemory(void* ptr) {
   freeAccelrtMemory(ptr);
@@ -114,6 +123,26 @@ c10::DataPtr allocateOnCurrentDevice(size_t nbytes, c10::DeviceIndex device, c10
   auto& ledger = hostMemoryLedger();
   auto context = ledger.contextForAllocation();
   void* const stream = currentStream(device);
+  c10::MempoolId_t pool{0, 0};
+  std::shared_ptr<const HostSegmentSource> source;
+  if (C10_UNLIKELY(default_source != nullptr)) {
+    source = default_source; // copied only where set: a reference count is two atomic operations
+  }
+  if (C10_UNLIKELY(!allocated_once.load(std::memory_order_relaxed))) {
+    allocated_once.store(true, std::memory_order_relaxed);
+  }
+  if (C10_UNLIKELY(ledger.routingActive())) {
+    std::shared_ptr<const HostSegmentSource> pool_source;
+    std::tie(pool, pool_source) = ledger.poolFor(device, stream);
+    if (pool != c10::MempoolId_t{0, 0}) {
+      if (void* ptr = ledger.allocateCached(pool, nbytes, stream, context)) {
+        return c10::DataPtr(ptr, ptr, &deleteAccelrtMemory, label);
+      }
+      if (pool_source != nullptr) {
+        source = std::move(pool_source);
+      }
+    }
+  }
   size_t allowed = std::numeric_limits<size_t>::max();
   // Only a device capped by a memory fraction reserves its bytes in the
   // ledger before accelrt allocates them (so that allocations racing on
@@ -130,7 +159,14 @@ c10::DataPtr allocateOnCurrentDevice(size_t nbytes, c10::DeviceIndex device, c10
     }
   }
   void* ptr = nullptr;
-  const accelrtError_t err = accelrtMalloc(&ptr, nbytes);
+  accelrtError_t err = accelrtSuccess;
+  if (source != nullptr) {
+    // A pluggable allocator's memory: host memory, as the CPU's kernels need.
+    ptr = source->alloc(static_cast<ssize_t>(nbytes), device, stream);
+    err = ptr != nullptr ? accelrtSuccess : accelrtErrorMemoryAllocation;
+  } else {
+    err = accelrtMalloc(&ptr, nbytes);
+  }
   if (err != accelrtSuccess) {
     if (capped) {
       ledger.unreserve(device, nbytes);
@@ -140,7 +176,8 @@ c10::DataPtr allocateOnCurrentDevice(size_t nbytes, c10::DeviceIndex device, c10
     }
     throwAccelrtError(err, "accelrtMalloc(&ptr, nbytes)");
   }
-  ledger.recordAllocation(device, ptr, nbytes, stream, std::move(context), /*reserved=*/capped);
+  ledger.recordAllocation(
+      device, ptr, nbytes, stream, std::move(context), /*reserved=*/capped, pool, std::move(source));
   trace::memoryAllocated(ptr);
   return c10::DataPtr(ptr, ptr, &deleteAccelrtMemory, label);
 }
@@ -158,18 +195,48 @@ void freeAccelrtMemory(void* ptr) noexcept {
   // Reported before the memory goes back, for the same reason as below.
   trace::memoryFreed(ptr);
   auto& ledger = hostMemoryLedger();
+  HostMemoryLedger::Freed freed;
   try {
     // Recorded before the memory goes back, so that an allocation reusing
     // the address cannot meet its previous record.
-    ledger.recordFree(ptr, ledger.contextForFree());
+    freed = ledger.recordFree(ptr, ledger.contextForFree());
   } catch (const std::exception& e) {
     // Frees run in destructors: a failure to gather context must not throw.
     LOG(WARNING) << "accel: could not record the free of " << ptr << ": " << e.what();
-    ledger.recordFree(ptr, nullptr);
+    freed = ledger.recordFree(ptr, nullptr);
+  }
+  if (freed.known && !freed.release) {
+    return; // cached in its memory pool
+  }
+  if (freed.source != nullptr) {
+    freed.source->free(ptr, freed.size, freed.device, freed.stream);
+    return;
   }
   // accelrtFree only fails for foreign pointers.
   accelrtFree(ptr);
 }
+
+void setDefaultSegmentSource(std::shared_ptr<const HostSegmentSource> source) {
+  TORCH_CHECK(
+      !allocated_once.load(),
+      "accel: change_current_allocator() can only be called before accel memory is first allocated (the host "
+      "runtime's allocator has already been used)");
+  default_source = std::move(source);
+}
+
+namespace {
+
+void emptyCachedSegments(c10::MempoolId_t pool) {
+  for (const auto& segment : hostMemoryLedger().releaseCachedSegments(pool)) {
+    if (segment.source != nullptr) {
+      segment.source->free(segment.ptr, segment.size, segment.device, segment.stream);
+    } else {
+      accelrtFree(segment.ptr);
+    }
+  }
+}
+
+} // namespace
 
 bool isAccelrtMemory(const c10::DataPtr& ptr) {
   return ptr.get_deleter() == &deleteAccelrtMemory;
@@ -195,17 +262,24 @@ public:
   }
 
   void copy_data(void* dest, const void* src, std::size_t count) const override {
-    TORCH_ACCEL_ACCELRT_CHECK(accelrtMemcpy(dest, src, count, accelrtMemcpyDeviceToDevice));
+    // accelrtMemcpyDefault: a pluggable allocator's memory is host memory
+    // that accelrt does not know.
+    TORCH_ACCEL_ACCELRT_CHECK(accelrtMemcpy(dest, src, count, accelrtMemcpyDefault));
   }
 
   bool initialized() override {
     return true;
   }
 
-  void emptyCache(c10::MempoolId_t /*mempool_id*/) override {
-    // Every free goes straight back to accelrt, which keeps the host memory of small freed blocks
-    // for reuse (no device memory: statistics count it as freed); empty_cache() hands that back.
-    TORCH_ACCEL_ACCELRT_CHECK(accelrtMemTrimCache(nullptr));
+  void emptyCache(c10::MempoolId_t mempool_id) override {
+    // The cached segments of memory pools: `mempool_id`'s, or ({0, 0}) those
+    // of every pool without uses, as CUDA's allocator frees its private pools'.
+    emptyCachedSegments(mempool_id);
+    if (mempool_id == c10::MempoolId_t{0, 0}) {
+      // Every other free goes straight back to accelrt, which keeps the host memory of small freed
+      // blocks for reuse (no device memory: statistics count it as freed); empty_cache() hands that back.
+      TORCH_ACCEL_ACCELRT_CHECK(accelrtMemTrimCache(nullptr));
+    }
   }
 
   void recordStream(const c10::DataPtr& /*ptr*/, c10::Stream /*stream*/) override {
@@ -248,8 +322,8 @@ public:
     hostMemoryLedger().recordHistory(enabled, context_recorder, max_entries, when, clear_history, skip_actions);
   }
 
-  MemorySnapshot snapshot(bool include_traces) override {
-    return hostMemoryLedger().snapshot(include_traces, runtime().deviceCount());
+  MemorySnapshot snapshot(bool include_traces, c10::MempoolId_t pool) override {
+    return hostMemoryLedger().snapshot(include_traces, runtime().deviceCount(), pool);
   }
 
   void attachOutOfMemoryObserver(OutOfMemoryObserver observer) override {

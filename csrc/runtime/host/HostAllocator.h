@@ -1,6 +1,7 @@
 #pragma once
 
 #include <csrc/runtime/ObservableAllocator.h>
+#include <csrc/runtime/host/HostMemoryLedger.h>
 
 #include <c10/core/Allocator.h>
 
@@ -19,6 +20,11 @@ c10::DataPtr allocateAccelrtMemory(size_t nbytes, c10::Device label);
 
 // Frees memory from allocateAccelrtMemory (its base pointer); null is a no-op.
 void freeAccelrtMemory(void* ptr) noexcept;
+
+// Makes `source` (null: accelrt) where every segment outside a memory pool
+// with a source of its own comes from (changeCurrentAllocator); only before
+// the first allocation.
+void setDefaultSegmentSource(std::shared_ptr<const HostSegmentSource> source);
 
 // Whether `ptr` came from allocateAccelrtMemory (whatever device it names).
 bool isAccelrtMemory(const c10::DataPtr& ptr);

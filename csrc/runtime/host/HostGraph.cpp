@@ -7,13 +7,18 @@
 // the memory that the capture allocated or used stays alive with the graph
 // and no other allocation can take it while the graph may replay: that is
 // the graph's private memory pool, which reset() or the graph's end gives
-// back. Graphs that share a pool id each keep their own memory.
+// back. Graphs that share a pool id each keep their own memory, except in a
+// torch.accel.MemPool: a capture into one (pool=mem_pool.id) allocates on
+// the capturing stream from the pool (HostMemoryLedger), which keeps the
+// memory the graph's steps free for the pool's later allocations, and the
+// graph holds a use of the pool until reset() or its end, as on CUDA.
 
 #include <csrc/core/AccelDevice.h>
 #include <csrc/runtime/AccelGenerator.h>
 #include <csrc/runtime/GraphRecording.h>
 #include <csrc/runtime/Runtime.h>
 #include <csrc/runtime/host/HostGraph.h>
+#include <csrc/runtime/host/HostMemoryLedger.h>
 
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/Exception.h>
@@ -42,6 +47,12 @@ public:
   ~HostGraph() override {
     stopRecording(this);
     pool_claim_.release();
+    try {
+      stopRouting();
+      releaseMemPool();
+    } catch (const std::exception& e) {
+      TORCH_WARN("accel graph: could not give its memory pool back: ", e.what());
+    }
   }
 
   HostGraph(const HostGraph&) = delete;
@@ -79,6 +90,14 @@ public:
       throw;
     }
     pool_ = pool != c10::MempoolId_t{0, 0} ? pool : c10::MempoolId_t{id_, 0};
+    auto& ledger = hostMemoryLedger();
+    if (pool != c10::MempoolId_t{0, 0} && ledger.hasPool(pool)) {
+      void* const handle = runtime().getStreamNativeHandle(stream);
+      ledger.beginAllocateToPool(stream.device_index(), pool, [handle](void* s) { return s == handle; });
+      mem_pool_ = pool;
+      mem_pool_device_ = stream.device_index();
+      routing_ = true;
+    }
     {
       std::lock_guard<std::mutex> lock(mutex_);
       invalidated_ = false;
@@ -94,6 +113,7 @@ public:
     const c10::Stream stream = runtime().getStream(runtime().getDevice());
     TORCH_CHECK(stream == capture_stream_, "Capture must end on the same stream it began on.");
     stopRecording(this);
+    stopRouting();
     capturing_ = false;
     pool_claim_.release();
     std::string failure;
@@ -139,6 +159,7 @@ public:
   void reset() override {
     if (capturing_) {
       stopRecording(this);
+      stopRouting();
       capturing_ = false;
       pool_claim_.release();
     }
@@ -147,6 +168,8 @@ public:
       std::lock_guard<std::mutex> lock(mutex_);
       steps.swap(steps_); // freed outside the lock: their tensors' memory goes back
     }
+    steps.clear();
+    releaseMemPool();
     capture_ended_ = false;
     instantiated_ = false;
   }
@@ -217,11 +240,33 @@ private:
     std::function<void()> run;
   };
 
+  // Ends the routing of the capturing stream's allocations to the MemPool.
+  void stopRouting() {
+    if (routing_) {
+      routing_ = false;
+      hostMemoryLedger().endAllocateToPool(mem_pool_device_, mem_pool_);
+    }
+  }
+
+  // Gives back the use of the MemPool that the capture took.
+  void releaseMemPool() {
+    if (mem_pool_ != c10::MempoolId_t{0, 0}) {
+      const auto pool = mem_pool_;
+      mem_pool_ = {0, 0};
+      hostMemoryLedger().releasePool(pool);
+    }
+  }
+
   const c10::CaptureId_t id_;
   const bool keep_graph_;
   c10::MempoolId_t pool_{0, 0};
   // The shared pool this graph is capturing into, while it captures.
   SharedPoolClaim pool_claim_;
+  // The torch.accel.MemPool the capture allocated from ({0, 0}: none), whose
+  // use the graph holds until reset(), and whether allocations are routed to it.
+  c10::MempoolId_t mem_pool_{0, 0};
+  c10::DeviceIndex mem_pool_device_ = 0;
+  bool routing_ = false;
   c10::Stream capture_stream_{c10::Stream::DEFAULT, c10::Device(kAccel, 0)};
   bool capturing_ = false;
   bool capture_ended_ = false;

@@ -44,7 +44,7 @@ template <typename Fn> void forEachStat(c10::CachingDeviceAllocator::DeviceStats
 
 // forEachStat for the ledger's block statistics.
 template <typename BlockStats, typename Fn> void forEachBlockStat(BlockStats& stats, Fn fn) {
-  for (auto* pools : {&stats.count, &stats.bytes}) {
+  for (auto* pools : {&stats.count, &stats.bytes, &stats.requested, &stats.segments, &stats.reserved}) {
     for (auto& stat : *pools) {
       fn(stat);
     }
@@ -77,7 +77,7 @@ HostMemoryLedger::Context HostMemoryLedger::contextForFree() const {
 
 bool HostMemoryLedger::reserve(c10::DeviceIndex device, size_t size, size_t allowed) {
   std::lock_guard<SpinMutex> lock(mutex_);
-  const auto used = allocatedBytes(device) + reserved_[device];
+  const auto used = reservedBytes(device) + reserved_[device];
   if (used > allowed || size > allowed - used) {
     return false;
   }
@@ -98,62 +98,275 @@ c10::DeviceIndex HostMemoryLedger::deviceOf(void* ptr) const {
 
 size_t HostMemoryLedger::usedBytes(c10::DeviceIndex device) const {
   std::lock_guard<SpinMutex> lock(mutex_);
-  return allocatedBytes(device) + reserved_[device];
+  return reservedBytes(device) + reserved_[device];
 }
 
-void HostMemoryLedger::updateStats(c10::DeviceIndex device, size_t size, bool allocated) {
+void HostMemoryLedger::updateStats(
+    c10::DeviceIndex device, size_t size, size_t requested, bool allocated, bool segment) {
   auto& block_stats = block_stats_[device];
   const size_t pool = poolOf(size);
-  if (allocated) {
-    block_stats.count[kAggregate].increase(1);
-    block_stats.count[pool].increase(1);
-    block_stats.bytes[kAggregate].increase(size);
-    block_stats.bytes[pool].increase(size);
-    ++stats_[device].num_device_alloc;
-  } else {
-    block_stats.count[kAggregate].decrease(1);
-    block_stats.count[pool].decrease(1);
-    block_stats.bytes[kAggregate].decrease(size);
-    block_stats.bytes[pool].decrease(size);
-    ++stats_[device].num_device_free;
+  const auto update = [&](c10::CachingAllocator::StatArray& stat, size_t amount) {
+    if (allocated) {
+      stat[kAggregate].increase(amount);
+      stat[pool].increase(amount);
+    } else {
+      stat[kAggregate].decrease(amount);
+      stat[pool].decrease(amount);
+    }
+  };
+  update(block_stats.count, 1);
+  update(block_stats.bytes, size);
+  if (segment) {
+    ++(allocated ? stats_[device].num_device_alloc : stats_[device].num_device_free);
+  }
+  if (!pools_used_) {
+    return; // the other three series are these two (see BlockStats)
+  }
+  update(block_stats.requested, requested);
+  if (segment) {
+    update(block_stats.segments, 1);
+    update(block_stats.reserved, size);
   }
 }
 
-size_t HostMemoryLedger::allocatedBytes(c10::DeviceIndex device) const {
-  return static_cast<size_t>(block_stats_[device].bytes[kAggregate].current);
+size_t HostMemoryLedger::reservedBytes(c10::DeviceIndex device) const {
+  const auto& block_stats = block_stats_[device];
+  return static_cast<size_t>((pools_used_ ? block_stats.reserved : block_stats.bytes)[kAggregate].current);
 }
 
 void HostMemoryLedger::recordAllocation(
-    c10::DeviceIndex device, void* ptr, size_t size, void* stream, Context context, bool reserved) {
+    c10::DeviceIndex device,
+    void* ptr,
+    size_t size,
+    void* stream,
+    Context context,
+    bool reserved,
+    c10::MempoolId_t pool,
+    std::shared_ptr<const HostSegmentSource> source) {
   std::lock_guard<SpinMutex> lock(mutex_);
   if (reserved) {
     reserved_[device] -= size;
   }
-  updateStats(device, size, /*allocated=*/true);
+  updateStats(device, size, size, /*allocated=*/true, /*segment=*/true);
   const auto addr = reinterpret_cast<size_t>(ptr);
   // What CUDA's allocator records when it has to map a new segment for an
-  // allocation: here, every allocation.
-  record(TraceEntry::SEGMENT_ALLOC, device, addr, size, stream, context);
-  record(TraceEntry::ALLOC, device, addr, size, stream, context);
-  blocks_.emplace(ptr, Block{device, size, stream, std::move(context)});
+  // allocation: here, every allocation that no pool's cache serves.
+  record(TraceEntry::SEGMENT_ALLOC, device, addr, size, stream, context, pool);
+  record(TraceEntry::ALLOC, device, addr, size, stream, context, pool);
+  if (pool != c10::MempoolId_t{0, 0}) {
+    const auto it = pools_.find(pool);
+    TORCH_INTERNAL_ASSERT(it != pools_.end(), "accel: an allocation routed to a memory pool that does not exist");
+    ++it->second.segments;
+  }
+  blocks_.emplace(ptr, Block{device, size, size, stream, std::move(context), pool, std::move(source), true});
 }
 
-bool HostMemoryLedger::recordFree(void* ptr, Context context) {
+HostMemoryLedger::Freed HostMemoryLedger::recordFree(void* ptr, Context context) {
   std::lock_guard<SpinMutex> lock(mutex_);
+  Freed freed;
   const auto it = blocks_.find(ptr);
   if (it == blocks_.end()) {
-    return false;
+    return freed;
   }
-  const Block& block = it->second;
-  updateStats(block.device, block.size, /*allocated=*/false);
+  Block& block = it->second;
+  freed.known = true;
+  const bool in_pool = block.pool != c10::MempoolId_t{0, 0};
+  updateStats(block.device, block.size, block.requested, /*allocated=*/false, /*segment=*/!in_pool);
   const auto addr = reinterpret_cast<size_t>(ptr);
   // Streams finish their work before returning, so the free completes at
-  // once and the segment goes straight back to accelrt.
-  record(TraceEntry::FREE_REQUESTED, block.device, addr, block.size, block.stream, context);
-  record(TraceEntry::FREE_COMPLETED, block.device, addr, block.size, block.stream, context);
+  // once: outside a pool the segment goes straight back.
+  record(TraceEntry::FREE_REQUESTED, block.device, addr, block.size, block.stream, context, block.pool);
+  record(TraceEntry::FREE_COMPLETED, block.device, addr, block.size, block.stream, context, block.pool);
+  if (in_pool) {
+    block.allocated = false;
+    block.requested = 0;
+    block.context = nullptr;
+    pools_.at(block.pool).cached.emplace(block.size, ptr);
+    return freed;
+  }
   record(TraceEntry::SEGMENT_FREE, block.device, addr, block.size, block.stream, context);
+  freed.release = true;
+  freed.size = block.size;
+  freed.device = block.device;
+  freed.stream = block.stream;
+  freed.source = std::move(block.source);
   blocks_.erase(it);
-  return true;
+  return freed;
+}
+
+void HostMemoryLedger::createOrIncrefPool(
+    c10::DeviceIndex device, c10::MempoolId_t id, std::shared_ptr<const HostSegmentSource> source) {
+  std::lock_guard<SpinMutex> lock(mutex_);
+  if (!pools_used_) {
+    // From now on segments and blocks differ: their series part (see BlockStats).
+    for (auto& block_stats : block_stats_) {
+      block_stats.requested = block_stats.reserved = block_stats.bytes;
+      block_stats.segments = block_stats.count;
+    }
+    pools_used_ = true;
+  }
+  const auto it = pools_.find(id);
+  if (it == pools_.end()) {
+    pools_.emplace(id, Pool{device, 1, std::move(source)});
+    return;
+  }
+  TORCH_CHECK_VALUE(
+      it->second.device == device,
+      "accel: memory pool (",
+      id.first,
+      ", ",
+      id.second,
+      ") belongs to accel:",
+      static_cast<int>(it->second.device),
+      ", not accel:",
+      static_cast<int>(device));
+  ++it->second.use_count;
+}
+
+void HostMemoryLedger::releasePool(c10::MempoolId_t id) {
+  std::lock_guard<SpinMutex> lock(mutex_);
+  const auto it = pools_.find(id);
+  TORCH_CHECK(
+      it != pools_.end() && it->second.use_count > 0,
+      "accel: memory pool (",
+      id.first,
+      ", ",
+      id.second,
+      ") has no use to release");
+  --it->second.use_count;
+}
+
+int HostMemoryLedger::poolUseCount(c10::MempoolId_t id) const {
+  std::lock_guard<SpinMutex> lock(mutex_);
+  const auto it = pools_.find(id);
+  return it == pools_.end() ? 0 : it->second.use_count;
+}
+
+bool HostMemoryLedger::hasPool(c10::MempoolId_t id) const {
+  std::lock_guard<SpinMutex> lock(mutex_);
+  const auto it = pools_.find(id);
+  return it != pools_.end() && it->second.use_count > 0;
+}
+
+void HostMemoryLedger::beginAllocateToPool(
+    c10::DeviceIndex device, c10::MempoolId_t id, std::function<bool(void*)> filter) {
+  std::lock_guard<SpinMutex> lock(mutex_);
+  const auto it = pools_.find(id);
+  TORCH_CHECK(
+      it != pools_.end() && it->second.use_count > 0,
+      "accel: memory pool (",
+      id.first,
+      ", ",
+      id.second,
+      ") does not exist (or was released): allocations cannot be routed to it");
+  TORCH_CHECK_VALUE(
+      it->second.device == device,
+      "accel: memory pool (",
+      id.first,
+      ", ",
+      id.second,
+      ") belongs to accel:",
+      static_cast<int>(it->second.device),
+      "; allocations on accel:",
+      static_cast<int>(device),
+      " cannot be routed to it");
+  ++it->second.use_count;
+  routings_by_device_[device].push_back(Routing{id, std::move(filter)});
+  routings_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void HostMemoryLedger::endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id) {
+  std::lock_guard<SpinMutex> lock(mutex_);
+  auto& routings = routings_by_device_[device];
+  // The newest routing to the pool: routings nest.
+  for (auto it = routings.rbegin(); it != routings.rend(); ++it) {
+    if (it->pool == id) {
+      routings.erase(std::next(it).base());
+      routings_.fetch_sub(1, std::memory_order_relaxed);
+      return;
+    }
+  }
+  TORCH_CHECK(false, "accel: no allocations are routed to memory pool (", id.first, ", ", id.second, ")");
+}
+
+std::pair<c10::MempoolId_t, std::shared_ptr<const HostSegmentSource>>
+HostMemoryLedger::poolFor(c10::DeviceIndex device, void* stream) const {
+  std::lock_guard<SpinMutex> lock(mutex_);
+  const auto& routings = routings_by_device_[device];
+  for (auto it = routings.rbegin(); it != routings.rend(); ++it) {
+    if (it->filter(stream)) {
+      return {it->pool, pools_.at(it->pool).source};
+    }
+  }
+  return {{0, 0}, nullptr};
+}
+
+void* HostMemoryLedger::allocateCached(c10::MempoolId_t id, size_t size, void* stream, Context context) {
+  std::lock_guard<SpinMutex> lock(mutex_);
+  auto& pool = pools_.at(id);
+  // The smallest cached segment that holds `size` bytes, of the size class
+  // CUDA's allocator would serve them from: a small allocation never takes
+  // a large segment (nor the other way round).
+  for (auto it = pool.cached.lower_bound(size); it != pool.cached.end(); ++it) {
+    if (poolOf(it->first) != poolOf(size)) {
+      break;
+    }
+    void* const ptr = it->second;
+    Block& block = blocks_.at(ptr);
+    pool.cached.erase(it);
+    block.allocated = true;
+    block.requested = size;
+    block.stream = stream;
+    updateStats(block.device, block.size, size, /*allocated=*/true, /*segment=*/false);
+    record(TraceEntry::ALLOC, block.device, reinterpret_cast<size_t>(ptr), block.size, stream, context, id);
+    block.context = std::move(context);
+    return ptr;
+  }
+  return nullptr;
+}
+
+HostMemoryLedger::ReleasedSegment
+HostMemoryLedger::releaseCached(Pool& pool, std::multimap<size_t, void*>::iterator it) {
+  void* const ptr = it->second;
+  pool.cached.erase(it);
+  const auto block_it = blocks_.find(ptr);
+  Block& block = block_it->second;
+  ReleasedSegment released{ptr, block.size, block.device, block.stream, std::move(block.source)};
+  auto& block_stats = block_stats_[block.device];
+  const size_t size_class = poolOf(block.size);
+  block_stats.segments[kAggregate].decrease(1);
+  block_stats.segments[size_class].decrease(1);
+  block_stats.reserved[kAggregate].decrease(block.size);
+  block_stats.reserved[size_class].decrease(block.size);
+  ++stats_[block.device].num_device_free;
+  record(
+      TraceEntry::SEGMENT_FREE,
+      block.device,
+      reinterpret_cast<size_t>(ptr),
+      block.size,
+      block.stream,
+      nullptr,
+      block.pool);
+  --pool.segments;
+  blocks_.erase(block_it);
+  return released;
+}
+
+std::vector<HostMemoryLedger::ReleasedSegment> HostMemoryLedger::releaseCachedSegments(c10::MempoolId_t id) {
+  std::lock_guard<SpinMutex> lock(mutex_);
+  std::vector<ReleasedSegment> released;
+  const bool every_unused_pool = id == c10::MempoolId_t{0, 0};
+  for (auto it = pools_.begin(); it != pools_.end();) {
+    Pool& pool = it->second;
+    if (every_unused_pool ? pool.use_count == 0 : it->first == id) {
+      while (!pool.cached.empty()) {
+        released.push_back(releaseCached(pool, pool.cached.begin()));
+      }
+    }
+    // A pool without uses is gone once its last segment is.
+    it = pool.use_count == 0 && pool.segments == 0 ? pools_.erase(it) : std::next(it);
+  }
+  return released;
 }
 
 void HostMemoryLedger::recordOutOfMemory(
@@ -170,7 +383,8 @@ void HostMemoryLedger::record(
     size_t addr,
     size_t size,
     void* stream,
-    const Context& context) {
+    const Context& context,
+    c10::MempoolId_t pool) {
   if (!recording_ || max_entries_ == 0 || skip_actions_.count(static_cast<int>(action)) != 0) {
     return;
   }
@@ -182,14 +396,7 @@ void HostMemoryLedger::record(
           ? when >= RecordContext::ALL
           : when >= RecordContext::ALLOC;
   TraceEntry entry(
-      action,
-      device,
-      addr,
-      size,
-      stream,
-      /*mempool=*/{0, 0},
-      c10::getApproximateTime(),
-      keep_context ? context : nullptr);
+      action, device, addr, size, stream, pool, c10::getApproximateTime(), keep_context ? context : nullptr);
   History& history = histories_[device];
   if (history.entries.size() < max_entries_) {
     history.entries.push_back(std::move(entry));
@@ -213,8 +420,11 @@ c10::CachingDeviceAllocator::DeviceStats HostMemoryLedger::stats(c10::DeviceInde
   std::lock_guard<SpinMutex> lock(mutex_);
   auto stats = stats_[device];
   const auto& block_stats = block_stats_[device];
-  stats.allocation = stats.segment = stats.active = block_stats.count;
-  stats.allocated_bytes = stats.reserved_bytes = stats.active_bytes = stats.requested_bytes = block_stats.bytes;
+  stats.allocation = stats.active = block_stats.count;
+  stats.allocated_bytes = stats.active_bytes = block_stats.bytes;
+  stats.requested_bytes = pools_used_ ? block_stats.requested : block_stats.bytes;
+  stats.segment = pools_used_ ? block_stats.segments : block_stats.count;
+  stats.reserved_bytes = pools_used_ ? block_stats.reserved : block_stats.bytes;
   stats.max_split_size = static_cast<int64_t>(c10::CachingAllocator::AcceleratorAllocatorConfig::max_split_size());
   return stats;
 }
@@ -270,21 +480,28 @@ void HostMemoryLedger::recordHistory(
   }
 }
 
-MemorySnapshot HostMemoryLedger::snapshot(bool include_traces, c10::DeviceIndex device_count) {
+MemorySnapshot HostMemoryLedger::snapshot(bool include_traces, c10::DeviceIndex device_count, c10::MempoolId_t pool) {
   std::lock_guard<SpinMutex> lock(mutex_);
   MemorySnapshot out;
   out.segments.reserve(blocks_.size());
   for (const auto& [ptr, block] : blocks_) {
+    if (pool != c10::MempoolId_t{0, 0} && block.pool != pool) {
+      continue;
+    }
     c10::CachingDeviceAllocator::SegmentInfo segment;
     segment.device = block.device;
     segment.address = reinterpret_cast<size_t>(ptr);
-    segment.total_size = segment.requested_size = segment.allocated_size = segment.active_size = block.size;
+    segment.total_size = block.size;
+    segment.allocated_size = segment.active_size = block.allocated ? block.size : 0;
+    segment.requested_size = block.requested;
     segment.stream = block.stream;
     segment.is_large = poolOf(block.size) == static_cast<size_t>(c10::CachingAllocator::StatType::LARGE_POOL);
+    segment.owner_private_pool_id = block.pool;
     segment.context_when_allocated = block.context;
     c10::CachingDeviceAllocator::BlockInfo info;
-    info.size = info.requested_size = block.size;
-    info.allocated = info.active = true;
+    info.size = block.size;
+    info.requested_size = block.requested;
+    info.allocated = info.active = block.allocated;
     info.context_when_allocated = block.context;
     segment.blocks.push_back(std::move(info));
     out.segments.push_back(std::move(segment));
@@ -296,7 +513,13 @@ MemorySnapshot HostMemoryLedger::snapshot(bool include_traces, c10::DeviceIndex 
   for (c10::DeviceIndex device = 0; device < device_count; ++device) {
     // As CUDA's allocator: a snapshot is itself an event of the history,
     // so that a trace can be lined up with the snapshots taken during it.
-    record(TraceEntry::SNAPSHOT, device, 0, allocatedBytes(device), nullptr, nullptr);
+    record(
+        TraceEntry::SNAPSHOT,
+        device,
+        0,
+        static_cast<size_t>(block_stats_[device].bytes[kAggregate].current),
+        nullptr,
+        nullptr);
     if (include_traces) {
       out.device_traces[static_cast<size_t>(device)] = histories_[device].inOrder();
     }

@@ -3,12 +3,18 @@
 // The host runtime's account of accel memory.
 //
 // accelrt allocates exactly the bytes it is asked for and the host allocator
-// caches nothing, so every live allocation is one segment holding one
-// allocated block, and reserved memory equals allocated memory. The ledger
-// keeps those segments, the statistics torch.accel.memory_stats reports, the
-// per-process memory fraction of each device, the out-of-memory observers
-// and, while recording, the history torch.accel.memory._snapshot returns,
-// all in c10's records (as CUDA's caching allocator keeps them).
+// caches nothing outside memory pools, so every segment holds one block, of
+// the segment's size. Outside pools a segment lives as long as its block is
+// allocated, and reserved memory equals allocated memory. A memory pool
+// (torch.accel.MemPool) keeps the segments of the allocations routed to it
+// after they are freed (reserved, no longer allocated), for the pool's later
+// allocations, until the cache is emptied (as CUDA's caching allocator keeps
+// a private pool's blocks; the host runtime never splits a segment). The
+// ledger keeps the segments, the pools and their routing, the statistics
+// torch.accel.memory_stats reports, the per-process memory fraction of each
+// device, the out-of-memory observers and, while recording, the history
+// torch.accel.memory._snapshot returns, all in c10's records (as CUDA's
+// caching allocator keeps them).
 
 #include <csrc/runtime/ObservableAllocator.h>
 #include <csrc/runtime/host/SpinMutex.h>
@@ -18,12 +24,25 @@
 
 #include <array>
 #include <atomic>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 namespace torch_accel {
+
+// Where the memory of a segment comes from when not from accelrt: a
+// pluggable allocator's functions (torch.accel.memory.AccelPluggableAllocator),
+// torch.cuda.memory.CUDAPluggableAllocator's signatures with accelrt streams.
+struct HostSegmentSource {
+  using AllocFn = void* (*)(ssize_t size, int device, void* stream);
+  using FreeFn = void (*)(void* ptr, size_t size, int device, void* stream);
+  AllocFn alloc;
+  FreeFn free;
+};
 
 class HostMemoryLedger {
 public:
@@ -48,9 +67,74 @@ public:
   bool reserve(c10::DeviceIndex device, size_t size, size_t allowed);
   void unreserve(c10::DeviceIndex device, size_t size);
 
-  void recordAllocation(c10::DeviceIndex device, void* ptr, size_t size, void* stream, Context context, bool reserved);
-  // Forgets the allocation at `ptr` (its base address); false if unknown.
-  bool recordFree(void* ptr, Context context);
+  // A new segment of `size` bytes at `ptr`, allocated at once (in `pool`,
+  // {0, 0} for none; its memory from `source`, null for accelrt).
+  void recordAllocation(
+      c10::DeviceIndex device,
+      void* ptr,
+      size_t size,
+      void* stream,
+      Context context,
+      bool reserved,
+      c10::MempoolId_t pool = {0, 0},
+      std::shared_ptr<const HostSegmentSource> source = nullptr);
+
+  // What the free of an allocation asks of its caller.
+  struct Freed {
+    bool known = false;   // the ledger knew the allocation
+    bool release = false; // its segment goes back (outside pools): free it
+    size_t size = 0;
+    c10::DeviceIndex device = -1;
+    void* stream = nullptr;
+    std::shared_ptr<const HostSegmentSource> source;
+  };
+  // Frees the allocation at `ptr` (its base address): a pool's segment stays
+  // cached in the pool, any other is forgotten and to be released.
+  Freed recordFree(void* ptr, Context context);
+
+  // --- Memory pools ---------------------------------------------------------
+
+  // Creates pool `id` on `device`, with one use, or takes one more use of it.
+  // A new pool's segments come from `source` (null: accelrt).
+  void
+  createOrIncrefPool(c10::DeviceIndex device, c10::MempoolId_t id, std::shared_ptr<const HostSegmentSource> source);
+  // Gives one use of pool `id` back. A pool without uses keeps its cached
+  // segments until the cache is emptied.
+  void releasePool(c10::MempoolId_t id);
+  int poolUseCount(c10::MempoolId_t id) const;
+  bool hasPool(c10::MempoolId_t id) const;
+
+  // Routes the allocations on `device` whose stream `filter` accepts to pool
+  // `id` (which takes one more use) until endAllocateToPool. The newest
+  // routing that accepts an allocation wins.
+  void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id, std::function<bool(void*)> filter);
+  void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id);
+
+  // Whether any routing is active: one relaxed load on every allocation.
+  bool routingActive() const noexcept {
+    return routings_.load(std::memory_order_relaxed) != 0;
+  }
+
+  // The pool an allocation on `device` and `stream` is routed to ({0, 0}:
+  // none) and where its new segments come from.
+  std::pair<c10::MempoolId_t, std::shared_ptr<const HostSegmentSource>>
+  poolFor(c10::DeviceIndex device, void* stream) const;
+
+  // Allocates `size` bytes in a cached segment of pool `id` (the smallest
+  // that holds them, of the same size class): its address, or null.
+  void* allocateCached(c10::MempoolId_t id, size_t size, void* stream, Context context);
+
+  struct ReleasedSegment {
+    void* ptr;
+    size_t size;
+    c10::DeviceIndex device;
+    void* stream;
+    std::shared_ptr<const HostSegmentSource> source;
+  };
+  // Forgets the cached segments of pool `id` ({0, 0}: of every pool without
+  // uses) and returns them, for the caller to free; a pool without uses or
+  // segments is gone afterwards.
+  std::vector<ReleasedSegment> releaseCachedSegments(c10::MempoolId_t id);
   void recordOutOfMemory(c10::DeviceIndex device, size_t size, size_t device_free, void* stream, Context context);
 
   // The device of the live allocation at `ptr` (its base address); -1 if
@@ -76,17 +160,36 @@ public:
       c10::CachingDeviceAllocator::RecordContext when,
       bool clear_history,
       const std::vector<std::string>& skip_actions);
-  MemorySnapshot snapshot(bool include_traces, c10::DeviceIndex device_count);
+  // The segments of pool `pool` ({0, 0}: every segment).
+  MemorySnapshot snapshot(bool include_traces, c10::DeviceIndex device_count, c10::MempoolId_t pool = {0, 0});
 
   void attachOutOfMemoryObserver(OutOfMemoryObserver observer);
   std::vector<OutOfMemoryObserver> outOfMemoryObservers() const;
 
 private:
+  // A segment and its one block.
   struct Block {
     c10::DeviceIndex device;
     size_t size;
+    size_t requested; // 0 while cached in a pool
     void* stream;
     Context context;
+    c10::MempoolId_t pool;
+    std::shared_ptr<const HostSegmentSource> source;
+    bool allocated;
+  };
+
+  struct Pool {
+    c10::DeviceIndex device;
+    int use_count;
+    std::shared_ptr<const HostSegmentSource> source;
+    size_t segments = 0;
+    std::multimap<size_t, void*> cached; // free segments by size
+  };
+
+  struct Routing {
+    c10::MempoolId_t pool;
+    std::function<bool(void*)> filter;
   };
 
   // The newest entries of one device's history, at most max_entries_.
@@ -103,22 +206,34 @@ private:
       size_t addr,
       size_t size,
       void* stream,
-      const Context& context);
-  void updateStats(c10::DeviceIndex device, size_t size, bool allocated);
+      const Context& context,
+      c10::MempoolId_t pool = {0, 0});
+  // Counts a block of `size` bytes (`requested` of them asked for) as
+  // allocated or freed, and its segment as allocated or released when
+  // `segment`. Caller holds mutex_.
+  void updateStats(c10::DeviceIndex device, size_t size, size_t requested, bool allocated, bool segment);
+  // Frees the cached segment `it` of `pool`. Caller holds mutex_.
+  ReleasedSegment releaseCached(Pool& pool, std::multimap<size_t, void*>::iterator it);
 
-  // Every live allocation is one segment holding one active, allocated
-  // block of exactly the bytes requested, so the seven block statistics of
-  // a DeviceStats (allocation, segment, active; allocated, reserved, active
-  // and requested bytes) always hold the same two series: a count and a
-  // byte total, per pool. The ledger keeps those two, which every
-  // allocation and free update (a handful of instructions instead of
-  // fourteen Stat updates), and stats() spreads them over the seven.
+  // A block is always active while allocated (the host runtime's streams
+  // finish their work before returning), so the block statistics of a
+  // DeviceStats hold five series: allocated blocks (allocation, active) and
+  // their bytes (allocated, active bytes), requested bytes, and segments
+  // (segment) and their bytes (reserved bytes). The ledger keeps those five,
+  // and stats() spreads them over the seven. Until the first memory pool,
+  // every segment is one block allocated with the bytes requested, so the
+  // last three series are the first two: only those are updated (a handful
+  // of instructions per allocation and free), and the first pool copies them
+  // into the other three, which are exact copies, peaks and totals included.
   struct BlockStats {
     c10::CachingAllocator::StatArray count;
     c10::CachingAllocator::StatArray bytes;
+    c10::CachingAllocator::StatArray requested;
+    c10::CachingAllocator::StatArray segments;
+    c10::CachingAllocator::StatArray reserved;
   };
   // Caller holds mutex_.
-  size_t allocatedBytes(c10::DeviceIndex device) const;
+  size_t reservedBytes(c10::DeviceIndex device) const;
 
   mutable SpinMutex mutex_;
   // Every live allocation by base address. An open-addressing table: once
@@ -140,6 +255,12 @@ private:
   std::array<History, kMaxDevices> histories_;
 
   std::vector<OutOfMemoryObserver> observers_;
+
+  std::unordered_map<c10::MempoolId_t, Pool, c10::MempoolIdHash> pools_;
+  // Whether a pool was ever created: from then on all five series are kept.
+  bool pools_used_ = false;
+  std::array<std::vector<Routing>, kMaxDevices> routings_by_device_;
+  std::atomic<int> routings_{0};
 };
 
 // The process's ledger (never destroyed: frees may come during exit).

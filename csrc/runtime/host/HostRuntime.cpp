@@ -32,9 +32,29 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 
 namespace torch_accel {
 namespace {
+
+// A pluggable allocator on the host runtime: where the segments of the pools
+// that name it (or, after changeCurrentAllocator, all segments) come from.
+class HostPluggableAllocator final : public PluggableAllocator {
+public:
+  explicit HostPluggableAllocator(std::shared_ptr<const HostSegmentSource> source) : source_(std::move(source)) {}
+  const std::shared_ptr<const HostSegmentSource>& source() const {
+    return source_;
+  }
+
+private:
+  std::shared_ptr<const HostSegmentSource> source_;
+};
+
+std::shared_ptr<const HostSegmentSource> sourceOf(PluggableAllocator& allocator) {
+  auto* host = dynamic_cast<HostPluggableAllocator*>(&allocator);
+  TORCH_CHECK_TYPE(host != nullptr, "accel (host runtime): the allocator is not one of the host runtime's");
+  return host->source();
+}
 
 constexpr int kMaxDevices = 64; // accelrt's own limit
 constexpr int kPoolSize = 32;
@@ -321,6 +341,11 @@ public:
   }
 
   c10::Device getDeviceFromPtr(const void* ptr) const override {
+    // accel memory by its base address, a pluggable allocator's included.
+    const c10::DeviceIndex device = accelrtMemoryDevice(const_cast<void*>(ptr));
+    if (device >= 0) {
+      return c10::Device(kAccel, device);
+    }
     accelrtPointerAttributes attributes{};
     TORCH_ACCEL_ACCELRT_CHECK(accelrtPointerGetAttributes(&attributes, ptr));
     TORCH_CHECK(
@@ -359,6 +384,50 @@ public:
 
   c10::Allocator* targetAllocator() const override {
     return hostTargetAllocator();
+  }
+
+  void createPool(
+      c10::DeviceIndex device,
+      c10::MempoolId_t id,
+      const std::shared_ptr<PluggableAllocator>& allocator,
+      bool use_on_oom,
+      bool /*no_split*/) const override {
+    // no_split: the host runtime never splits a segment.
+    TORCH_CHECK_NOT_IMPLEMENTED(
+        !use_on_oom,
+        "accel (host runtime): MemPool(use_on_oom=True) is not supported: the host runtime's allocator "
+        "does not fall back to a pool's memory when an allocation fails");
+    auto& ledger = hostMemoryLedger();
+    TORCH_CHECK_VALUE(
+        ledger.poolUseCount(id) == 0, "accel: memory pool (", id.first, ", ", id.second, ") exists already");
+    ledger.createOrIncrefPool(device, id, allocator ? sourceOf(*allocator) : nullptr);
+  }
+
+  void releasePool(c10::DeviceIndex /*device*/, c10::MempoolId_t id) const override {
+    hostMemoryLedger().releasePool(id);
+  }
+
+  int poolUseCount(c10::DeviceIndex /*device*/, c10::MempoolId_t id) const override {
+    return hostMemoryLedger().poolUseCount(id);
+  }
+
+  void beginAllocateCurrentThreadToPool(c10::DeviceIndex device, c10::MempoolId_t id) const override {
+    const auto thread = std::this_thread::get_id();
+    hostMemoryLedger().beginAllocateToPool(
+        device, id, [thread](void* /*stream*/) { return std::this_thread::get_id() == thread; });
+  }
+
+  void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t id) const override {
+    hostMemoryLedger().endAllocateToPool(device, id);
+  }
+
+  std::shared_ptr<PluggableAllocator> newPluggableAllocator(uintptr_t alloc_fn, uintptr_t free_fn) const override {
+    return std::make_shared<HostPluggableAllocator>(std::make_shared<const HostSegmentSource>(HostSegmentSource{
+        reinterpret_cast<HostSegmentSource::AllocFn>(alloc_fn), reinterpret_cast<HostSegmentSource::FreeFn>(free_fn)}));
+  }
+
+  void changeCurrentAllocator(const std::shared_ptr<PluggableAllocator>& allocator) const override {
+    setDefaultSegmentSource(sourceOf(*allocator));
   }
 
   c10::Allocator* pinnedAllocator() const override {

@@ -27,9 +27,9 @@ c10::DeleterFnPtr baseRawDeleter = nullptr;
 // raw_allocate/raw_deallocate pairs pass through a single deleter, which must
 // free memory from either source.
 void freeAccelrtOrBaseMemory(void* ptr) {
-  accelrtPointerAttributes attributes{};
-  if (accelrtPointerGetAttributes(&attributes, ptr) == accelrtSuccess && attributes.type == accelrtMemoryTypeDevice &&
-      attributes.basePointer == ptr) {
+  // The ledger knows every allocation of allocateAccelrtMemory by its base
+  // address, a pluggable allocator's (which accelrt does not know) included.
+  if (accelrtMemoryDevice(ptr) >= 0) {
     freeAccelrtMemory(ptr);
   } else {
     baseRawDeleter(ptr);

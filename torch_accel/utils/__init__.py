@@ -1,0 +1,1 @@
+"""Utilities for users of accel (as torch.utils for torch): ``cpp_extension``."""
