@@ -33,6 +33,8 @@
 #                  floor above, none of a runtime's folder from outside it)
 #   make asan      accelrt's unit tests and part of the pytest suite with the
 #                  extension and accelrt under AddressSanitizer + UBSan (build/asan/)
+#   make tsan      the same under ThreadSanitizer (build/tsan/): the thread
+#                  stress test and the tests that run accel on several threads
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -46,7 +48,7 @@ PYTEST_ARGS ?=
 BENCH_ARGS ?=
 NATIVE_SOURCES := setup.py $(shell find csrc third_party/accelrt/src third_party/accelrt/include -name '*.cpp' -o -name '*.h' 2>/dev/null)
 
-.PHONY: example-extension example-extension-cuda install build test test-accelrt test-python test-isa demo gpu-test gpu-build gpu-wheels bench fuzz soak lint asan clean
+.PHONY: example-extension example-extension-cuda install build test test-accelrt test-python test-isa demo gpu-test gpu-build gpu-wheels bench fuzz soak lint asan tsan clean
 
 install: build
 
@@ -159,25 +161,40 @@ lint: install
 	$(PY) tools/check_package.py torch_accel
 	$(PY) tools/check_floors.py csrc
 
-# Sanitizers: accelrt's unit tests under its own `make asan`, then the extension
-# (accelrt linked in) built with TORCH_ACCEL_SANITIZE=1 (setup.py) and the tests
-# of ASAN_TESTS run against it; PyTorch and Python stay unsanitised. The build
-# never touches the in-place one: objects go to build/asan/temp and the library
-# into a copy of the package and its tests (build/asan/tree), where pytest runs,
-# so that only the sanitised _C is importable there (the working directory and
-# PYTHONPATH come before the editable install) and `make test` afterwards still
-# runs the normal build. Host runtime only: it is what runs without a GPU.
+# Sanitizers (docs/sanitizers.md): accelrt's unit tests under its own `make asan`
+# or `make tsan`, then the extension (accelrt linked in) built with
+# TORCH_ACCEL_SANITIZE=address or thread (setup.py) and the tests of ASAN_TESTS or
+# TSAN_TESTS run against it; PyTorch and Python stay unsanitised. The build never
+# touches the in-place one: objects go to build/<san>/temp and the library into a
+# copy of the package and its tests (build/<san>/tree), where pytest runs, so that
+# only the sanitised _C is importable there (the working directory and PYTHONPATH
+# come before the editable install) and `make test` afterwards still runs the
+# normal build. Host runtime only: it is what runs without a GPU.
 #
-# ASan must be the first library of the process: LD_PRELOAD brings it into
-# Python (and every subprocess the tests start), followed by libstdc++, which
-# Python does not link: ASan's __cxa_throw interceptor finds the real one only
-# if it is loaded when ASan starts (else the first C++ exception aborts). Leak detection is off: Python
-# and PyTorch keep memory until exit on purpose. allocator_may_return_null: the
-# tests ask for impossibly large blocks and expect PyTorch's out-of-memory error.
-# Reports go to build/asan/reports (log_path): a finding in a subprocess whose
-# failure a test expects (fork, worker processes) still fails the run.
-# test/asan.supp is the suppressions file; it may only name code outside this
-# project (PyTorch, Python), each entry with its reason.
+# tools/sanitized_run.py runs pytest with the sanitizer's runtime preloaded into
+# Python and every subprocess the tests start, and its options set (the reasons
+# are there); reports go to build/<san>/reports, and any report fails the run,
+# also one from a subprocess whose failure a test expected. Before the tests,
+# `check-planted` proves it: each planted defect of test/sanitizers/ (a module
+# built apart, never in torch_accel) must fail a run and be named in its report.
+# test/asan.supp and test/tsan.supp are the suppressions files; they may only
+# name code outside this project (PyTorch, Python), each entry with its reason.
+# $(call sanitized_tree,DIR): the copy of the package and tests, with DIR's _C.
+define sanitized_tree
+	rm -rf $(1)/tree
+	mkdir -p $(1)/tree
+	cp -r torch_accel test pyproject.toml $(1)/tree/
+	find $(1)/tree \( -name '*.so' -o -name __pycache__ \) -prune -exec rm -rf {} +
+	cp $(1)/lib/torch_accel/_C*.so $(1)/tree/torch_accel/
+endef
+# $(call sanitized_pytest,SANITIZER,DIR,TESTS,ENVIRONMENT): pytest in DIR's tree.
+define sanitized_pytest
+	build=$$PWD/$(2); python=$$PWD/$(PY); cd $(2)/tree; \
+	$(4) PYTHONPATH=$$PWD "$$python" $$OLDPWD/tools/sanitized_run.py run --sanitizer $(1) \
+	  --library $$(ls torch_accel/_C*.so) --build "$$build" --suppressions test/$(notdir $(2)).supp \
+	  -- "$$python" -m pytest $(3) $(PYTEST_ARGS)
+endef
+
 ASAN_DIR := build/asan
 # torch.compile: the tests that run generated code in this process (the others
 # start fresh interpreters to check registration, and take minutes under ASan).
@@ -185,28 +202,37 @@ ASAN_COMPILE_TESTS := test_operator test_training_step test_allocation_in_genera
   test_empty_strided_for_generated_code test_reduce_overhead_training_step test_dynamic_shapes test_graph_break \
   test_second_device test_copy_between_devices_in_a_graph test_compiled_function_on_a_side_stream \
   test_streams_and_events_inside_a_compiled_function
+# The OpInfo sweep takes the first sample of each dtype of every op under ASan
+# (TORCH_ACCEL_OPINFO_SAMPLES=1; the whole sweep would take hours here): every
+# op of op_db still runs, see docs/sanitizers.md.
 ASAN_TESTS ?= test/test_device.py test/test_streams_events.py test/test_memory.py test/test_fallback.py \
-  test/test_tensors.py test/test_random.py test/test_models.py $(addprefix test/test_compile.py::,$(ASAN_COMPILE_TESTS))
+  test/test_tensors.py test/test_random.py test/test_models.py $(addprefix test/test_compile.py::,$(ASAN_COMPILE_TESTS)) \
+  test/test_thread_stress.py test/test_distributed.py test/test_distributed_breadth.py \
+  test/test_sparse.py test/test_quantized.py test/test_tensor_kinds.py test/test_opinfo.py
 asan: install
 	$(MAKE) -C third_party/accelrt asan
-	TORCH_ACCEL_SANITIZE=1 TORCH_ACCEL_BUILD_CUDA=0 $(PY) setup.py -q build_ext \
+	TORCH_ACCEL_SANITIZE=address TORCH_ACCEL_BUILD_CUDA=0 $(PY) setup.py -q build_ext \
 	  --build-temp $(ASAN_DIR)/temp --build-lib $(ASAN_DIR)/lib
-	rm -rf $(ASAN_DIR)/tree $(ASAN_DIR)/reports
-	mkdir -p $(ASAN_DIR)/tree $(ASAN_DIR)/reports
-	cp -r torch_accel test pyproject.toml $(ASAN_DIR)/tree/
-	find $(ASAN_DIR)/tree \( -name '*.so' -o -name __pycache__ \) -prune -exec rm -rf {} +
-	cp $(ASAN_DIR)/lib/torch_accel/_C*.so $(ASAN_DIR)/tree/torch_accel/
-	reports=$$PWD/$(ASAN_DIR)/reports; python=$$PWD/$(PY); cd $(ASAN_DIR)/tree; \
-	status=0; \
-	preload=$$(for lib in libasan libstdc++; do ldd torch_accel/_C*.so | awk -v lib=$$lib 'index($$1, lib) == 1 { print $$3 }'; done | xargs); \
-	LD_PRELOAD="$$preload" \
-	ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1:log_path=$$reports/asan:suppressions=$$PWD/test/asan.supp \
-	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$$reports/ubsan \
-	PYTHONPATH=$$PWD "$$python" -m pytest $(ASAN_TESTS) $(PYTEST_ARGS) || status=$$?; \
-	if compgen -G "$$reports/*" > /dev/null; then \
-	  echo "== sanitizer reports:"; cat "$$reports"/*; exit 1; \
-	fi; \
-	exit $$status
+	$(call sanitized_tree,$(ASAN_DIR))
+	$(PY) tools/sanitized_run.py check-planted --sanitizer address --build $(ASAN_DIR)
+	$(call sanitized_pytest,address,$(ASAN_DIR),$(ASAN_TESTS),TORCH_ACCEL_OPINFO_SAMPLES=1)
+
+# ThreadSanitizer: the thread stress test, longer than in `make test`
+# (TORCH_ACCEL_STRESS_ROUNDS), and the other tests that run accel on several
+# threads (autograd's device threads, DataLoader's pin-memory thread, ...). Not
+# test_device.py's fresh interpreters that run torch.compile: the compiler they
+# start inherits the preloaded TSan runtime and takes minutes under it.
+TSAN_DIR := build/tsan
+TSAN_STRESS_ROUNDS ?= 20
+TSAN_TESTS ?= test/test_thread_stress.py test/test_device.py::test_current_device_is_per_thread \
+  test/test_streams_events.py test/test_memory.py test/test_graphs.py test/test_models.py
+tsan: install
+	$(MAKE) -C third_party/accelrt tsan
+	TORCH_ACCEL_SANITIZE=thread TORCH_ACCEL_BUILD_CUDA=0 $(PY) setup.py -q build_ext \
+	  --build-temp $(TSAN_DIR)/temp --build-lib $(TSAN_DIR)/lib
+	$(call sanitized_tree,$(TSAN_DIR))
+	$(PY) tools/sanitized_run.py check-planted --sanitizer thread --build $(TSAN_DIR)
+	$(call sanitized_pytest,thread,$(TSAN_DIR),$(TSAN_TESTS),TORCH_ACCEL_STRESS_ROUNDS=$(TSAN_STRESS_ROUNDS))
 
 # GPU machine: no network, torch preinstalled for the plain python3; .venv is
 # layered over that environment as over the cached one here. Test dependencies

@@ -12,9 +12,11 @@ then compiles the extension in place with ``build_ext --inplace``, whose builds 
 accel's c10d backend (csrc/distributed) is built whenever the installed torch has
 torch.distributed; it needs no NCCL or Gloo headers (see csrc/distributed/AccelBackend.h).
 
-TORCH_ACCEL_SANITIZE=1 compiles and links the extension (accelrt included) with AddressSanitizer
-and UndefinedBehaviorSanitizer, every finding fatal. ``make asan`` builds it that way into
-build/asan/ (never in place) and runs tests with the sanitizer runtime preloaded.
+TORCH_ACCEL_SANITIZE=address compiles and links the extension (accelrt included) with
+AddressSanitizer and UndefinedBehaviorSanitizer, every finding fatal; TORCH_ACCEL_SANITIZE=thread
+with ThreadSanitizer. ``make asan`` and ``make tsan`` build it that way into build/asan/ and
+build/tsan/ (never in place) and run tests with the sanitizer runtime preloaded
+(docs/sanitizers.md).
 """
 
 import glob
@@ -53,16 +55,22 @@ def _with_cuda():
 _DISTRIBUTED_SOURCES = ("csrc/distributed/", "csrc/python/Distributed.cpp")
 
 
+# The sanitizers of TORCH_ACCEL_SANITIZE. address: AddressSanitizer and
+# UndefinedBehaviorSanitizer, where -fno-sanitize-recover makes the first undefined
+# behaviour abort the process, so a finding fails the test run. thread:
+# ThreadSanitizer (its reports fail the run through make tsan's report check).
+_SANITIZER_FLAGS = {
+    "0": [],
+    "address": ["-fsanitize=address,undefined", "-fno-sanitize-recover=all"],
+    "thread": ["-fsanitize=thread"],
+}
+
+
 def _sanitize():
     flag = os.environ.get("TORCH_ACCEL_SANITIZE") or "0"
-    if flag not in ("0", "1"):
-        raise ValueError(f"TORCH_ACCEL_SANITIZE must be 0 or 1, not {flag!r}")
-    return flag == "1"
-
-
-# AddressSanitizer and UndefinedBehaviorSanitizer; -fno-sanitize-recover makes the
-# first undefined behaviour abort the process, so a finding fails the test run.
-_SANITIZER_FLAGS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
+    if flag not in _SANITIZER_FLAGS:
+        raise ValueError(f"TORCH_ACCEL_SANITIZE must be 0, address or thread, not {flag!r}")
+    return _SANITIZER_FLAGS[flag]
 
 
 def _extension():
@@ -84,8 +92,8 @@ def _extension():
     link_flags = []
     if sanitize:
         # -O1 and frame pointers: stack traces in the reports name every frame.
-        cxx_flags += [*_SANITIZER_FLAGS, "-O1", "-g", "-fno-omit-frame-pointer"]
-        link_flags += _SANITIZER_FLAGS
+        cxx_flags += [*sanitize, "-O1", "-g", "-fno-omit-frame-pointer"]
+        link_flags += sanitize
     kwargs = dict(
         name="torch_accel._C",
         sources=sources,

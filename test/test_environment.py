@@ -76,7 +76,7 @@ def test_memory_limit_in_range_is_exact():
 
 @pytest.mark.parametrize(
     "name, accepted",
-    [("TORCH_ACCEL_SKIP_EXTENSION", "0 or 1"), ("TORCH_ACCEL_BUILD_CUDA", "auto, 0 or 1"), ("TORCH_ACCEL_SANITIZE", "0 or 1")],
+    [("TORCH_ACCEL_SKIP_EXTENSION", "0 or 1"), ("TORCH_ACCEL_BUILD_CUDA", "auto, 0 or 1"), ("TORCH_ACCEL_SANITIZE", "0, address or thread")],
 )
 def test_build_variables(name, accepted):
     # setup.py reads them before building anything (--name builds nothing).

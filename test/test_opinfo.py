@@ -82,6 +82,13 @@ DTYPES = (torch.float32, torch.int64, torch.bool, torch.bfloat16, torch.complex6
 SAMPLES_PER_DTYPE = {torch.float32: 100, torch.int64: 20, torch.bool: 20, torch.bfloat16: 20, torch.complex64: 20}
 if TARGET == "cuda":
     SAMPLES_PER_DTYPE = {torch.float32: 20, torch.int64: 5, torch.bool: 5, torch.bfloat16: 5, torch.complex64: 5}
+# TORCH_ACCEL_OPINFO_SAMPLES=N (make asan: 1) takes at most the first N samples of
+# each dtype: every op still runs, at a fraction of the time. The lists' honesty
+# (a known failure that passes, an op that only raised) is then not judged: the
+# samples that show it may be among those left out.
+SAMPLES_LIMIT = int(os.environ.get("TORCH_ACCEL_OPINFO_SAMPLES") or 0)
+if SAMPLES_LIMIT > 0:
+    SAMPLES_PER_DTYPE = {dtype: min(n, SAMPLES_LIMIT) for dtype, n in SAMPLES_PER_DTYPE.items()}
 MIN_OPS_TRIED = 600
 SEED = 1234
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -597,7 +604,7 @@ def test_opinfo_ops_match_target(tmp_path):
             other = [line for line in lines if not re.search(KNOWN_FAILURES[key]["failure"], line)]
             if other:
                 new_failures[key] = [f"fails otherwise than KNOWN_FAILURES says: {line}" for line in other]
-    now_passing = sorted(key for key in KNOWN_FAILURES if key in summary["passed"])
+    now_passing = sorted(key for key in KNOWN_FAILURES if key in summary["passed"] and not SAMPLES_LIMIT)
     problems = []
     if new_failures:
         problems.append(f"{len(new_failures)} ops fail that are not in KNOWN_FAILURES:")
@@ -605,7 +612,7 @@ def test_opinfo_ops_match_target(tmp_path):
             problems.append(f"  {key}: {lines[0]}" + (f" (+{len(lines) - 1} more)" if len(lines) > 1 else ""))
     if now_passing:
         problems.append(f"ops in KNOWN_FAILURES that pass now (remove them): {now_passing}")
-    unlisted_raising = sorted(set(summary["passed_only_by_raising"]) - set(RAISES_ALIKE))
+    unlisted_raising = sorted(set(summary["passed_only_by_raising"]) - set(RAISES_ALIKE)) if not SAMPLES_LIMIT else []
     if unlisted_raising:
         problems.append(f"ops that only raised (on both devices alike), not listed in RAISES_ALIKE: {unlisted_raising}")
     if summary["ops_tried"] < MIN_OPS_TRIED:

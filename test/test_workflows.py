@@ -71,7 +71,7 @@ def test_actionlint_catches_a_broken_workflow(tmp_path):
 def test_every_make_target_called_exists():
     targets = makefile_targets()
     called = {path: make_targets_called(open(path).read()) for path in workflow_files()}
-    assert called[os.path.join(WORKFLOWS, "ci.yml")] == ["test", "test-isa", "asan"]
+    assert called[os.path.join(WORKFLOWS, "ci.yml")] == ["test", "test-isa", "asan", "tsan"]
     assert called[os.path.join(WORKFLOWS, "gpu.yml")] == ["gpu-wheels", "gpu-test"]
     for path, names in called.items():
         for name in names:
@@ -131,3 +131,18 @@ def test_isa_job_runs_every_setting_once_per_job():
     assert "make test-isa" in readme and "ISA_SETTINGS=" in development
     makefile = open(os.path.join(ROOT, "Makefile")).read()
     assert "make test-isa" in makefile.split("SHELL :=")[0]  # the header lists it
+
+
+@pytest.mark.parametrize("sanitizer", ["asan", "tsan"])
+def test_sanitizer_jobs_run_their_target_and_upload_the_reports_on_failure(sanitizer):
+    # One job per sanitizer (docs/sanitizers.md): `make asan` / `make tsan`,
+    # whose reports are kept when the run fails.
+    ci = open(os.path.join(WORKFLOWS, "ci.yml")).read()
+    job = re.search(rf"^  {sanitizer}:\n(.*?)(?=^  \w[\w-]*:\n|\Z)", ci, re.M | re.S)
+    assert job, ci
+    assert f"run: make {sanitizer} PYTHON=python3" in job.group(1)
+    upload = job.group(1)[job.group(1).index("uses: actions/upload-artifact") - 100 :]
+    assert "if: failure()" in upload and f"path: build/{sanitizer}/reports/" in upload
+    assert sanitizer in makefile_targets()
+    guide = open(os.path.join(ROOT, "docs", "sanitizers.md")).read()
+    assert f"make {sanitizer}" in guide
