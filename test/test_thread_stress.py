@@ -170,3 +170,72 @@ def test_threads_on_two_devices_match_the_target(two_devices, target):
     assert torch_accel.current_device() == 0
     assert torch_accel.current_stream(0) == torch_accel.default_stream(0)
 
+
+
+@pytest.mark.skipif(torch_accel.runtime() == "cuda", reason="the host runtime's capture checks: CUDA's are the driver's")
+def test_other_threads_fail_captures_that_end_and_are_dropped_at_the_same_time():
+    # Host runtime: a thread that synchronizes the device, or an event or
+    # stream that another thread's capture holds, fails that capture. It used
+    # to find the capture, release the lock that ends captures, then
+    # invalidate it: the owner could end the capture and drop its graph in
+    # between (a use after free). Now finding and invalidating happen under
+    # that lock (docs/sanitizers.md). Each side may win: the capture ends
+    # cleanly, or it is invalidated and capture_end raises; never a crash, and
+    # no capture is left recording.
+    rounds = 50 * ROUNDS
+    stream = torch_accel.Stream(device=0)
+    shared: dict = {}
+    failures: list = []
+    outcomes = {"captured": 0, "invalidated": 0, "refused": 0}
+    barrier = threading.Barrier(2)
+
+    def owner():
+        try:
+            barrier.wait()
+            x = torch.ones(8, device="accel:0")
+            for _ in range(rounds):
+                graph = torch_accel.graphs.Graph()
+                with torch_accel.stream(stream):
+                    graph.capture_begin()
+                    y = x * 2
+                    shared["event"] = torch_accel.current_stream().record_event()
+                    try:
+                        graph.capture_end()
+                    except RuntimeError as error:
+                        assert "invalidated" in str(error), error
+                        outcomes["invalidated"] += 1
+                        continue
+                graph.replay()
+                assert torch.equal(y.cpu(), torch.full((8,), 2.0))
+                outcomes["captured"] += 1
+                del graph, y  # the capture's memory and its RecordingCapture go
+        except BaseException:
+            failures.append(traceback.format_exc())
+
+    def other():
+        try:
+            barrier.wait()
+            for i in range(rounds):
+                try:
+                    if i % 3 == 0:
+                        torch_accel.synchronize(0)
+                    elif i % 3 == 1 and "event" in shared:
+                        shared["event"].query()
+                    else:
+                        stream.query()
+                except RuntimeError as error:
+                    assert "is capturing a graph" in str(error), error
+                    outcomes["refused"] += 1
+        except BaseException:
+            failures.append(traceback.format_exc())
+
+    threads = [threading.Thread(target=owner, daemon=True), threading.Thread(target=other, daemon=True)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(JOIN_TIMEOUT_S)
+    assert not any(thread.is_alive() for thread in threads), "a thread hung"
+    assert failures == [], "\n".join(failures)
+    assert outcomes["captured"] + outcomes["invalidated"] == rounds
+    with torch_accel.stream(stream):
+        assert not torch_accel.is_current_stream_capturing()

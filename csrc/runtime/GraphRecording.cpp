@@ -56,39 +56,88 @@ void add(const c10::Stream& stream, RecordingCapture* capture) {
   detail::recording_captures.fetch_add(1, std::memory_order_relaxed);
 }
 
-} // namespace
-
-void startRecording(const c10::Stream& stream, RecordingCapture* capture) {
-  add(stream, capture);
+// CUDA's "operation not permitted when stream is capturing" for `operation`.
+std::string captureFailure(const std::string& operation, c10::DeviceIndex device) {
+  return c10::str(
+      "accel: ",
+      operation,
+      " is not permitted while a stream of accel:",
+      static_cast<int>(device),
+      " is capturing a graph (CUDA: operation not permitted when stream is capturing): it needs the results of "
+      "work that the capture records instead of running. The capture is invalidated; capture again without it");
 }
 
-void joinRecording(const c10::Stream& stream, RecordingCapture* capture) {
-  add(stream, capture);
-}
-
-void noteEventRecorded(const void* event, RecordingCapture* capture) {
-  auto& all = recordings();
-  std::lock_guard<std::mutex> lock(all.mutex);
-  for (auto it = all.events.begin(); it != all.events.end(); ++it) {
-    if (it->first == event) {
-      all.events.erase(it);
-      break;
-    }
+// Invalidates `capture` (found under `lock`, still held) and raises, after
+// the lock, the failure of `operation`; nothing if `capture` is nullptr.
+void invalidateAndRaise(
+    std::unique_lock<std::mutex>& lock,
+    RecordingCapture* capture,
+    const std::string& operation,
+    c10::DeviceIndex device) {
+  if (capture == nullptr) {
+    return;
   }
-  if (capture != nullptr) {
-    all.events.emplace_back(event, capture);
-  }
+  const std::string message = captureFailure(operation, device);
+  capture->invalidate(message);
+  lock.unlock();
+  TORCH_CHECK(false, message);
 }
 
-RecordingCapture* captureOfEvent(const void* event) {
-  auto& all = recordings();
-  std::lock_guard<std::mutex> lock(all.mutex);
+RecordingCapture* eventCaptureLocked(const Recordings& all, const void* event) {
   for (const auto& [recorded, capture] : all.events) {
     if (recorded == event) {
       return capture;
     }
   }
   return nullptr;
+}
+
+void forgetEventLocked(Recordings& all, const void* event) {
+  for (auto it = all.events.begin(); it != all.events.end(); ++it) {
+    if (it->first == event) {
+      all.events.erase(it);
+      return;
+    }
+  }
+}
+
+} // namespace
+
+void startRecording(const c10::Stream& stream, RecordingCapture* capture) {
+  add(stream, capture);
+}
+
+void noteEventRecorded(const void* event, const c10::Stream& stream) {
+  auto& all = recordings();
+  std::lock_guard<std::mutex> lock(all.mutex);
+  forgetEventLocked(all, event);
+  if (RecordingCapture* capture = findLocked(all, stream)) {
+    all.events.emplace_back(event, capture);
+  }
+}
+
+void forgetEvent(const void* event) noexcept {
+  auto& all = recordings();
+  std::lock_guard<std::mutex> lock(all.mutex);
+  forgetEventLocked(all, event);
+}
+
+void joinOrCheckCapture(const void* event, const c10::Stream& stream) {
+  auto& all = recordings();
+  std::unique_lock<std::mutex> lock(all.mutex);
+  RecordingCapture* event_capture = eventCaptureLocked(all, event);
+  RecordingCapture* stream_capture = findLocked(all, stream);
+  if (event_capture != nullptr && stream_capture == nullptr) {
+    all.streams.emplace_back(stream, event_capture);
+    detail::recording_captures.fetch_add(1, std::memory_order_relaxed);
+  } else if (stream_capture != nullptr && event_capture != stream_capture) {
+    invalidateAndRaise(
+        lock,
+        stream_capture,
+        "making a capturing stream wait on an event recorded outside its capture (Stream.wait_event, "
+        "Stream.wait_stream)",
+        stream.device_index());
+  }
 }
 
 void stopRecording(RecordingCapture* capture) noexcept {
@@ -117,30 +166,39 @@ RecordingCapture* recordingCaptureOnCurrentStream(c10::DeviceIndex device) {
   return recordingCaptureOf(runtime().getStream(c10::Device(kAccel, device)));
 }
 
-RecordingCapture* recordingCaptureOnDevice(c10::DeviceIndex device) {
-  auto& all = recordings();
-  std::lock_guard<std::mutex> lock(all.mutex);
-  for (const auto& [stream, capture] : all.streams) {
-    if (stream.device_index() == device) {
-      return capture;
-    }
-  }
-  return nullptr;
-}
-
 void RecordingCapture::fail(const std::string& message) {
   invalidate(message);
   TORCH_CHECK(false, message);
 }
 
 void failCapture(RecordingCapture& capture, const std::string& operation, c10::DeviceIndex device) {
-  capture.fail(c10::str(
-      "accel: ",
-      operation,
-      " is not permitted while a stream of accel:",
-      static_cast<int>(device),
-      " is capturing a graph (CUDA: operation not permitted when stream is capturing): it needs the results of "
-      "work that the capture records instead of running. The capture is invalidated; capture again without it"));
+  capture.fail(captureFailure(operation, device));
+}
+
+void failCaptureOfStream(const c10::Stream& stream, const std::string& operation) {
+  auto& all = recordings();
+  std::unique_lock<std::mutex> lock(all.mutex);
+  invalidateAndRaise(lock, findLocked(all, stream), operation, stream.device_index());
+}
+
+void failCaptureOfEvent(const void* event, const std::string& operation, c10::DeviceIndex device) {
+  auto& all = recordings();
+  std::unique_lock<std::mutex> lock(all.mutex);
+  invalidateAndRaise(lock, eventCaptureLocked(all, event), operation, device);
+}
+
+void failCaptureOnDevice(c10::DeviceIndex device, const std::string& operation) {
+  auto& all = recordings();
+  std::unique_lock<std::mutex> lock(all.mutex);
+  for (const auto& [stream, capture] : all.streams) {
+    if (stream.device_index() == device) {
+      invalidateAndRaise(lock, capture, operation, device);
+    }
+  }
+}
+
+void failCaptureOfCurrentStream(c10::DeviceIndex device, const std::string& operation) {
+  failCaptureOfStream(runtime().getStream(c10::Device(kAccel, device)), operation);
 }
 
 } // namespace torch_accel

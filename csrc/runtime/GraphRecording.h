@@ -60,39 +60,52 @@ inline bool anyCaptureRecording() noexcept {
 // that another capture records raises an error.
 void startRecording(const c10::Stream& stream, RecordingCapture* capture);
 
-// `stream` joins `capture` (it waited on an event recorded in the capture,
-// as a forked stream joins a CUDA capture).
-void joinRecording(const c10::Stream& stream, RecordingCapture* capture);
+// `event` was recorded on `stream`: in the capture that records `stream`'s
+// work, if one does (otherwise an earlier capture's record is forgotten).
+void noteEventRecorded(const void* event, const c10::Stream& stream);
 
-// `event` was recorded on a stream: in `capture` if that stream's work is
-// recorded (nullptr otherwise, which forgets an earlier capture's record).
-void noteEventRecorded(const void* event, RecordingCapture* capture);
+// `event` is destroyed: forgets which capture it was recorded in (a new
+// event may get its address).
+void forgetEvent(const void* event) noexcept;
 
-// The capture that `event` was last recorded in, or nullptr.
-RecordingCapture* captureOfEvent(const void* event);
+// `stream` waits on `event`. An event recorded in a capture brings the
+// waiting stream into that capture (CUDA's fork of a capture onto another
+// stream); a capturing stream cannot wait on work outside its capture: that
+// fails its capture (as failCaptureOfStream).
+void joinOrCheckCapture(const void* event, const c10::Stream& stream);
 
-// Forgets every stream and event of `capture`.
+// Forgets every stream and event of `capture`. Once it returns, no other
+// thread can reach `capture` through the functions of this file.
 void stopRecording(RecordingCapture* capture) noexcept;
 
-// The capture that records `stream`'s work, or nullptr.
+// The capture that records `stream`'s work, or nullptr. Only for a thread
+// that issues work on `stream` or owns the capture: another thread's
+// stopRecording may end the capture, and its owner destroy it, at any time.
 RecordingCapture* recordingCaptureOf(const c10::Stream& stream);
 
 // The capture recording the current stream of accel:`device`, or nullptr.
 RecordingCapture* recordingCaptureOnCurrentStream(c10::DeviceIndex device);
 
-// A capture recording any stream of accel:`device`, or nullptr.
-RecordingCapture* recordingCaptureOnDevice(c10::DeviceIndex device);
-
 // Raises CUDA's "operation not permitted when stream is capturing" for
 // `operation` (named for the user) and invalidates `capture`.
 [[noreturn]] void failCapture(RecordingCapture& capture, const std::string& operation, c10::DeviceIndex device);
 
+// failCapture for the capture that records `stream`, that `event` was
+// recorded in, or that records any stream of accel:`device`; nothing if there
+// is none. The capture may belong to another thread: it is found and
+// invalidated under the lock that stopRecording takes, so that it cannot end
+// and be destroyed in between (the operation then raises after the lock).
+void failCaptureOfStream(const c10::Stream& stream, const std::string& operation);
+void failCaptureOfEvent(const void* event, const std::string& operation, c10::DeviceIndex device);
+void failCaptureOnDevice(c10::DeviceIndex device, const std::string& operation);
+
+// failCaptureOfStream for the current stream of accel:`device`.
+void failCaptureOfCurrentStream(c10::DeviceIndex device, const std::string& operation);
+
 // failCapture if the current stream of accel:`device` is being recorded.
 inline void checkCurrentStreamNotRecording(c10::DeviceIndex device, const char* operation) {
   if (C10_UNLIKELY(anyCaptureRecording())) {
-    if (RecordingCapture* capture = recordingCaptureOnCurrentStream(device)) {
-      failCapture(*capture, operation, device);
-    }
+    failCaptureOfCurrentStream(device, operation);
   }
 }
 

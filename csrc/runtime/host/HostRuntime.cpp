@@ -223,7 +223,7 @@ public:
       return 0;
     });
     if (C10_UNLIKELY(anyCaptureRecording())) {
-      noteEventRecorded(*event, recordingCaptureOf(stream));
+      noteEventRecorded(*event, stream);
     }
   }
 
@@ -259,7 +259,7 @@ public:
   void destroyEvent(void* event, const c10::DeviceIndex /*device_index*/) const noexcept override {
     if (event != nullptr) {
       if (C10_UNLIKELY(anyCaptureRecording())) {
-        noteEventRecorded(event, nullptr); // a new event may get its address
+        forgetEvent(event); // a new event may get its address
       }
       accelrtEventDestroy(static_cast<accelrtEvent_t>(event));
     }
@@ -297,9 +297,7 @@ public:
 
   void synchronizeDevice(const c10::DeviceIndex device_index) const override {
     if (C10_UNLIKELY(anyCaptureRecording())) {
-      if (RecordingCapture* capture = recordingCaptureOnDevice(device_index)) {
-        failCapture(*capture, "synchronizing the device (torch.accel.synchronize)", device_index);
-      }
+      failCaptureOnDevice(device_index, "synchronizing the device (torch.accel.synchronize)");
     }
     onDevice(device_index, [] {
       TORCH_ACCEL_ACCELRT_CHECK(accelrtDeviceSynchronize());
@@ -601,36 +599,17 @@ public:
   }
 
 private:
+  // The capture checks of other threads' operations run under the lock that
+  // ends captures (GraphRecording.h): the capture may belong to another thread.
   static void checkStreamNotCapturing(const c10::Stream& stream, const char* operation) {
     if (C10_UNLIKELY(anyCaptureRecording())) {
-      if (RecordingCapture* capture = recordingCaptureOf(stream)) {
-        failCapture(*capture, operation, stream.device_index());
-      }
+      failCaptureOfStream(stream, operation);
     }
   }
 
   static void checkEventNotCaptured(void* event, const char* operation) {
     if (C10_UNLIKELY(anyCaptureRecording())) {
-      if (RecordingCapture* capture = captureOfEvent(event)) {
-        failCapture(*capture, operation, runtime().getDevice().index());
-      }
-    }
-  }
-
-  // `stream` waits on `event`. An event recorded in a capture brings the
-  // waiting stream into that capture (CUDA's fork of a capture onto another
-  // stream); a capturing stream cannot wait on work outside its capture.
-  static void joinOrCheckCapture(void* event, const c10::Stream& stream) {
-    RecordingCapture* event_capture = captureOfEvent(event);
-    RecordingCapture* stream_capture = recordingCaptureOf(stream);
-    if (event_capture != nullptr && stream_capture == nullptr) {
-      joinRecording(stream, event_capture);
-    } else if (stream_capture != nullptr && event_capture != stream_capture) {
-      failCapture(
-          *stream_capture,
-          "making a capturing stream wait on an event recorded outside its capture (Stream.wait_event, "
-          "Stream.wait_stream)",
-          stream.device_index());
+      failCaptureOfEvent(event, operation, runtime().getDevice().index());
     }
   }
 
