@@ -364,6 +364,7 @@ def test_concurrent_captures_into_one_pool_are_refused_and_the_first_goes_on():
 def test_work_on_other_streams_runs_during_capture():
     x = torch.ones(4, device="accel")
     other = torch.accel.Stream()
+    other.wait_stream(torch.accel.current_stream())  # x is written on the current stream
     g = torch.accel.Graph()
     # "relaxed": on CUDA, the other stream's allocation may need cudaMalloc,
     # which the "global" mode forbids during a capture.
@@ -371,6 +372,7 @@ def test_work_on_other_streams_runs_during_capture():
         with torch.accel.stream(other):
             outside = x + 41  # not the capturing stream: runs now
         captured = x * 7
+    torch.accel.current_stream().wait_stream(other)  # after the capture: waiting on it is not captured
     assert torch.equal(outside.cpu(), torch.full((4,), 42.0))  # reading another stream's result is fine
     g.replay()
     assert torch.equal(captured.cpu(), torch.full((4,), 7.0))
