@@ -173,11 +173,13 @@ def split_k_for_accel(original: Any) -> None:
 # runtime there is no cuda device: while the heuristic decides, the
 # capability is the interpreted CUDA device's (device_properties), so the
 # configurations are those that device would get. Only for calls on that
-# heuristic, only in that mode, on the compiling thread.
+# heuristic, only in that mode, on the compiling thread; the binding is then
+# restored, not declared as a patch of its own (the opt-in of _transfer owns
+# that name in the registry, and one name has one patch).
 
 
-@patch("torch._inductor.choices.InductorChoices.get_config_heuristics", "torch.cuda.get_device_capability")
-def config_heuristics_as_target(get_config_heuristics: Any, get_device_capability: Any) -> None:
+@patch("torch._inductor.choices.InductorChoices.get_config_heuristics")
+def config_heuristics_as_target(get_config_heuristics: Any) -> None:
     from torch._inductor.choices import InductorChoices
 
     from .device_properties import INTERPRETED_CUDA_DEVICE
@@ -199,11 +201,15 @@ def config_heuristics_as_target(get_config_heuristics: Any, get_device_capabilit
                 return attribute
 
             def call(*args: Any, **kwargs: Any) -> Any:
+                # Whatever is bound now comes back: PyTorch's function, or the
+                # CUDA-program opt-in's (_transfer, the registry's one patch of
+                # torch.cuda.get_device_capability, docs/cuda-programs.md).
+                bound = torch.cuda.get_device_capability
                 torch.cuda.get_device_capability = interpreted_device_capability
                 try:
                     return attribute(*args, **kwargs)
                 finally:
-                    torch.cuda.get_device_capability = get_device_capability
+                    torch.cuda.get_device_capability = bound
 
             return call
 
