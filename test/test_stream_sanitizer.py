@@ -465,3 +465,16 @@ def test_record_stream_of_test_tensors_is_redundant_with_its_synchronize(monkeyp
     monkeypatch.setattr(torch.Tensor, "record_stream", _no_op)
     with AccelSanitizerDispatchMode():
         test_tensors.test_record_stream()
+
+
+def test_an_operators_error_survives_the_reports_of_freeing_its_arguments():
+    # Once the GPU trace is active (any sanitizer activates it, for the rest of
+    # the process), freeing an accel tensor reports to Python. The arguments of
+    # an operator that raised are freed while its exception is pending; the
+    # report must neither fail on it nor replace it (it became "SystemError:
+    # error return without exception set"; csrc/runtime/AccelTrace.h).
+    AccelSanitizerDispatchMode()  # activates the GPU trace
+    with pytest.raises(RuntimeError, match="view size is not compatible|shape '\\[3\\]' is invalid"):
+        torch.ones(2, device="accel").view(3)
+    with pytest.raises(RuntimeError, match="bins must be > 0"):
+        torch.histc(torch.rand(10, device="accel"), bins=-1)

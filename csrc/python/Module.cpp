@@ -333,12 +333,32 @@ void initializeTargetModule() {
   }
 }
 
+// The GPU trace's report runner (csrc/runtime/AccelTrace.h): a Python
+// exception pending on this thread is set aside while PyTorch's hook runs
+// Python, and restored after it, so that the report neither fails on it nor
+// replaces it. The hook takes the GIL anyway; taking it here first (a no-op
+// where the thread holds it) lets the pending exception be read safely.
+void reportKeepingPendingPythonError(c10::function_ref<void()> report) {
+  if (!Py_IsInitialized()) {
+    report();
+    return;
+  }
+  py::gil_scoped_acquire gil;
+  PyObject* type = nullptr;
+  PyObject* value = nullptr;
+  PyObject* traceback = nullptr;
+  PyErr_Fetch(&type, &value, &traceback);
+  report();
+  PyErr_Restore(type, value, traceback);
+}
+
 } // namespace
 } // namespace torch_accel
 
 PYBIND11_MODULE(_C, m) {
   using namespace torch_accel;
   m.doc() = "Native core of torch_accel: the accel runtime, device guard, allocator and kernels";
+  trace::report_runner.store(&reportKeepingPendingPythonError, std::memory_order_release);
 
   // Runtime selection and initialisation.
   m.def("_runtime_name", [] { return std::string(runtime().name()); });

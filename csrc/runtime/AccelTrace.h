@@ -20,7 +20,9 @@
 #include <c10/core/Stream.h>
 #include <c10/core/impl/GPUTrace.h>
 #include <c10/macros/Macros.h>
+#include <c10/util/FunctionRef.h>
 
+#include <atomic>
 #include <cstdint>
 
 namespace torch_accel::trace {
@@ -39,6 +41,24 @@ inline uintptr_t streamId(const c10::Stream& stream) noexcept {
   return streamId(stream.device_index(), stream.id());
 }
 
+// Runs one report. PyTorch's trace hook calls into Python (it imports the
+// _gpu_trace module), which fails while a Python exception is pending on the
+// thread, and that failure replaces the pending exception: an operator's
+// error became "SystemError: error return without exception set" when its
+// arguments were freed (reported) as the error propagated. The Python layer
+// (csrc/python/Module.cpp) installs a runner that sets a pending exception
+// aside around each report; the runtime code that reports cannot touch Python.
+using ReportRunner = void (*)(c10::function_ref<void()> report);
+inline std::atomic<ReportRunner> report_runner{nullptr};
+
+inline void run(c10::function_ref<void()> report) {
+  if (const ReportRunner runner = report_runner.load(std::memory_order_acquire)) {
+    runner(report);
+  } else {
+    report();
+  }
+}
+
 // The listener, or null while nobody listens (the common case).
 inline const c10::impl::PyInterpreter* listener() noexcept {
   return c10::impl::GPUTrace::get_trace();
@@ -46,61 +66,61 @@ inline const c10::impl::PyInterpreter* listener() noexcept {
 
 inline void eventCreated(const void* event) {
   if (const auto* interp = listener(); C10_UNLIKELY(interp != nullptr)) {
-    (*interp)->trace_gpu_event_creation(kAccel, reinterpret_cast<uintptr_t>(event));
+    run([&] { (*interp)->trace_gpu_event_creation(kAccel, reinterpret_cast<uintptr_t>(event)); });
   }
 }
 
 inline void eventDeleted(const void* event) {
   if (const auto* interp = listener(); C10_UNLIKELY(interp != nullptr)) {
-    (*interp)->trace_gpu_event_deletion(kAccel, reinterpret_cast<uintptr_t>(event));
+    run([&] { (*interp)->trace_gpu_event_deletion(kAccel, reinterpret_cast<uintptr_t>(event)); });
   }
 }
 
 inline void eventRecorded(const void* event, const c10::Stream& stream) {
   if (const auto* interp = listener(); C10_UNLIKELY(interp != nullptr)) {
-    (*interp)->trace_gpu_event_record(kAccel, reinterpret_cast<uintptr_t>(event), streamId(stream));
+    run([&] { (*interp)->trace_gpu_event_record(kAccel, reinterpret_cast<uintptr_t>(event), streamId(stream)); });
   }
 }
 
 inline void eventWaited(const void* event, const c10::Stream& stream) {
   if (const auto* interp = listener(); C10_UNLIKELY(interp != nullptr)) {
-    (*interp)->trace_gpu_event_wait(kAccel, reinterpret_cast<uintptr_t>(event), streamId(stream));
+    run([&] { (*interp)->trace_gpu_event_wait(kAccel, reinterpret_cast<uintptr_t>(event), streamId(stream)); });
   }
 }
 
 inline void eventSynchronized(const void* event) {
   if (const auto* interp = listener(); C10_UNLIKELY(interp != nullptr)) {
-    (*interp)->trace_gpu_event_synchronization(kAccel, reinterpret_cast<uintptr_t>(event));
+    run([&] { (*interp)->trace_gpu_event_synchronization(kAccel, reinterpret_cast<uintptr_t>(event)); });
   }
 }
 
 inline void streamCreated(const c10::Stream& stream) {
   if (const auto* interp = listener(); C10_UNLIKELY(interp != nullptr)) {
-    (*interp)->trace_gpu_stream_creation(kAccel, streamId(stream));
+    run([&] { (*interp)->trace_gpu_stream_creation(kAccel, streamId(stream)); });
   }
 }
 
 inline void streamSynchronized(const c10::Stream& stream) {
   if (const auto* interp = listener(); C10_UNLIKELY(interp != nullptr)) {
-    (*interp)->trace_gpu_stream_synchronization(kAccel, streamId(stream));
+    run([&] { (*interp)->trace_gpu_stream_synchronization(kAccel, streamId(stream)); });
   }
 }
 
 inline void deviceSynchronized() {
   if (const auto* interp = listener(); C10_UNLIKELY(interp != nullptr)) {
-    (*interp)->trace_gpu_device_synchronization(kAccel);
+    run([&] { (*interp)->trace_gpu_device_synchronization(kAccel); });
   }
 }
 
 inline void memoryAllocated(const void* ptr) {
   if (const auto* interp = listener(); C10_UNLIKELY(interp != nullptr && ptr != nullptr)) {
-    (*interp)->trace_gpu_memory_allocation(kAccel, reinterpret_cast<uintptr_t>(ptr));
+    run([&] { (*interp)->trace_gpu_memory_allocation(kAccel, reinterpret_cast<uintptr_t>(ptr)); });
   }
 }
 
 inline void memoryFreed(const void* ptr) {
   if (const auto* interp = listener(); C10_UNLIKELY(interp != nullptr && ptr != nullptr)) {
-    (*interp)->trace_gpu_memory_deallocation(kAccel, reinterpret_cast<uintptr_t>(ptr));
+    run([&] { (*interp)->trace_gpu_memory_deallocation(kAccel, reinterpret_cast<uintptr_t>(ptr)); });
   }
 }
 

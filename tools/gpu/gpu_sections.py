@@ -78,12 +78,16 @@ REQUIRED_MODULES: dict[str, str] = {
     "torchvision": "torchvision",
     # Checkpoints loaded onto accel (test_interop), on the GPU image at the pinned version.
     "safetensors": "safetensors",
+    # The Hugging Face stack (test_transfer_to_accel), on the GPU image at the pinned versions.
+    "transformers": "transformers",
+    "accelerate": "accelerate",
+    "huggingface_hub": "huggingface-hub",
 }
 
 # Modules of REQUIRED_MODULES that the GPU image has preinstalled, at the
 # version requirements-dev.txt pins for the CPU machines: the GPU run brings no
 # wheel for them (test/test_gpu_report.py checks the others here).
-GPU_IMAGE_ONLY: frozenset[str] = frozenset({"torchvision", "safetensors"})
+GPU_IMAGE_ONLY: frozenset[str] = frozenset({"torchvision", "safetensors", "transformers", "accelerate", "huggingface_hub"})
 
 # Sections that run in every step, before the step's own.
 BUILD = Section(
@@ -325,7 +329,22 @@ SECTIONS: tuple[Section, ...] = (
             "test/test_environment.py",
             "test/test_cuda_visible_devices.py",
             "test/test_capabilities.py",
+            "test/test_thread_stress.py",
         ),
+    ),
+    Section(
+        name="cuda-programs",
+        # In the opinfo step, the one with room: core's and generic's 540 s are full.
+        step="opinfo",
+        what=(
+            "unmodified CUDA programs on accel (torch_accel.transfer_to_accel): a training script and DDP with 2 "
+            "ranks; accelerate's Accelerator, transformers' Trainer and device_map over accel devices"
+        ),
+        limit_s=300,
+        # Host: 13 tests in fresh interpreters, about 5 minutes on the 2-core VM, most of it importing
+        # transformers; 16 cores and a warm page cache take a fraction of that.
+        estimate_s=90,
+        tests=("test/test_transfer_to_accel.py",),
     ),
     Section(
         name="extensions-and-pools",
@@ -559,5 +578,14 @@ GPU_EXEMPT: dict[str, str] = {
         "the fuzzer's fixed seeds are checked against the host runtime's target (cpu); on CUDA its bitwise rule "
         "would first need CUDA's nondeterministic kernels (atomics: index_add_, scatter_add_, index_put_ with "
         "accumulate) compared otherwise, and it has not run there yet (docs/testing.md#differential-fuzzing)"
+    ),
+    "test/test_faults.py": (
+        "fault injection is the host runtime's (accelrt's switch); on the CUDA runtime arming a fault raises "
+        "(docs/fault-injection.md)"
+    ),
+    "test/test_sanitizers.py": "builds and runs the planted ASan/UBSan/TSan defects with the host compiler, on no device",
+    "test/test_soak.py": (
+        "the short soak checks the host runtime's figures stay flat; on a GPU, `make soak` is the run to make "
+        "(its minutes do not fit a step's budget), and it has not run there yet (docs/soak.md)"
     ),
 }
