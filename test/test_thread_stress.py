@@ -197,14 +197,22 @@ def test_other_threads_fail_captures_that_end_and_are_dropped_at_the_same_time()
                 graph = torch_accel.graphs.Graph()
                 with torch_accel.stream(stream):
                     graph.capture_begin()
-                    y = x * 2
-                    shared["event"] = torch_accel.current_stream().record_event()
+                    # The other thread may invalidate the capture at any point
+                    # of it, before these operations too: they then raise.
+                    invalidated_while_recording = False
+                    try:
+                        y = x * 2
+                        shared["event"] = torch_accel.current_stream().record_event()
+                    except RuntimeError as error:
+                        assert "invalidated" in str(error), error
+                        invalidated_while_recording = True
                     try:
                         graph.capture_end()
                     except RuntimeError as error:
                         assert "invalidated" in str(error), error
                         outcomes["invalidated"] += 1
                         continue
+                    assert not invalidated_while_recording, "an invalidated capture ended cleanly"
                 graph.replay()
                 assert torch.equal(y.cpu(), torch.full((8,), 2.0))
                 outcomes["captured"] += 1
