@@ -28,8 +28,8 @@ import os
 os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
 
 import torch  # noqa: E402
-from setuptools import find_packages, setup
-from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, CUDAExtension
+from setuptools import Extension, find_packages, setup
+from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, CUDAExtension, include_paths, library_paths
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
@@ -82,6 +82,7 @@ def _extension():
         for s in _sources("csrc/**/*.cpp")
         if (with_cuda or not s.startswith("csrc/runtime/cuda/"))
         and (with_distributed or not s.startswith(_DISTRIBUTED_SOURCES))
+        and not s.startswith("csrc/inductor/shim/")  # the AOTInductor shim's (_aoti_shim)
     ]
     sources += _sources("third_party/accelrt/src/*.cpp")
     cxx_flags = ["-O2", "-std=c++17", "-Wall", "-Wno-unused-parameter", "-Wno-interference-size", "-fvisibility=hidden"]
@@ -104,6 +105,44 @@ def _extension():
     return CUDAExtension(**kwargs) if with_cuda else CppExtension(**kwargs)
 
 
+# accel's AOTInductor C shim (tools/gen_aoti_c_shim.py): a library of its own, since code that
+# cpp_wrapper and AOTInductor generate calls it, also in programs without Python (docs/compile.md).
+_AOTI_SHIM = "torch_accel.libaccel_aoti_shim"
+AOTI_SHIM_HEADER = os.path.join(ROOT, "torch_accel", "include", "torch_accel", "inductor", "c_shim_accel.h")
+
+
+def _aoti_shim():
+    """Generates accel's C shim for the installed PyTorch and declares the library it is built into."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gen_aoti_c_shim", os.path.join(ROOT, "tools", "gen_aoti_c_shim.py"))
+    generator = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generator)
+    source = os.path.join(ROOT, "build", "generated", "c_shim_accel.cpp")
+    generator.main(AOTI_SHIM_HEADER, source)
+    # Only libtorch's and c10's libraries: not torch_python (CppExtension's), so that
+    # a program without Python can load it.
+    return Extension(
+        _AOTI_SHIM,
+        sources=[os.path.relpath(source, ROOT), *_sources("csrc/inductor/shim/*.cpp")],
+        include_dirs=[*include_paths(), os.path.join(ROOT, "torch_accel", "include")],
+        library_dirs=library_paths(),
+        libraries=["c10", "torch_cpu"],
+        extra_compile_args={"cxx": ["-O2", "-std=c++17", "-Wno-unused-parameter"]},
+        language="c++",
+    )
+
+
+class _BuildExtension(BuildExtension.with_options(use_ninja=True)):
+    def get_ext_filename(self, ext_name):
+        # The shim is a plain shared library (libaccel_aoti_shim.so), not a Python module.
+        # (distutils asks both for the full name and for its last component alone.)
+        *package, name = ext_name.split(".")
+        if name == _AOTI_SHIM.split(".")[-1]:
+            return os.path.join(*package, name + ".so")
+        return super().get_ext_filename(ext_name)
+
+
 def _skip_extension():
     flag = os.environ.get("TORCH_ACCEL_SKIP_EXTENSION") or "0"
     if flag not in ("0", "1"):
@@ -117,9 +156,9 @@ setup(
     description="PrivateUse1 backend 'accel' for PyTorch, backed by CUDA or by an emulated host runtime",
     packages=find_packages(include=["torch_accel", "torch_accel.*"]),
     # The public header of users' extensions (torch_accel.utils.cpp_extension.include_paths()).
-    package_data={"torch_accel": ["include/torch_accel/*.h"]},
-    ext_modules=[] if _skip_extension() else [_extension()],
-    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
+    package_data={"torch_accel": ["include/torch_accel/*.h", "include/torch_accel/inductor/*.h"]},
+    ext_modules=[] if _skip_extension() else [_aoti_shim(), _extension()],
+    cmdclass={"build_ext": _BuildExtension},
     python_requires=">=3.10",
     install_requires=["torch==2.11.0"],
     entry_points={"torch.backends": ["accel = torch_accel._autoload:load"]},

@@ -27,7 +27,7 @@ FLOORS = (
     ("runtime",),  # the runtime interface and what forwards to it
     ("profiler",),  # what the operator floor reports its kernels to
     ("aten", "graphs"),  # the operators: the alias fallback and graph capture's operator side
-    ("amp", "distributed"),  # features over the operators
+    ("amp", "distributed", "inductor"),  # features over the operators
     ("python",),  # the bindings of torch_accel._C
 )
 # Folders below the runtime interface that only they themselves include.

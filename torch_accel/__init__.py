@@ -154,7 +154,12 @@ def __getattr__(name: str) -> Any:
     if name in _INDUCTOR_BACKEND_ATTRIBUTES:
         from ._inductor.registration import inductor_backend
 
-        return getattr(inductor_backend(), name)
+        backend = inductor_backend()
+        # None, although accel has a C++ wrapper (registered with the rest of
+        # its backend): given all of Scheduling, PythonWrapperCodegen and
+        # CppWrapperCodegen, init_backend_registration() would register them
+        # again, without the custom pass accel registers them with.
+        return None if name == "CppWrapperCodegen" else getattr(backend, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

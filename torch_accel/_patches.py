@@ -76,6 +76,8 @@ SOURCE_SHA256 = {
     "torch._inductor.kernel.flex.flex_decoding.get_split_k": "9fdf212956fbbda85c0b6e76b685a6f226731477bfac094262cf4c39ada9a667",
     "torch._inductor.choices.InductorChoices.get_config_heuristics": "fddb1a575b70458d520bed1e9f274e4d09fe3ad3dc0b8dac763c64d8f1acde29",
     "torch.cuda.get_device_capability": "6809539b0a673ba65372fc0ac2d0a28ee248b125e32bdce205c996203f098957",
+    # _inductor/cpp_wrapper.py (cpp_wrapper and AOTInductor)
+    "torch._inductor.codecache._get_cpp_wrapper_header": "44c4cea30d1816a367128ad79c10ab55cce3c247e7fa67c0996644e812723b51",
     # _profiler_patches.py
     "torch.autograd.profiler.profile.__init__": "ea6ecd049a2176606ceda286a514ef780c7d9ac937d531d4e28a9ccd8ed6d018",
     # _distributed.py

@@ -8,6 +8,7 @@
 #include <csrc/aten/FusedRnnCells.h>
 #include <csrc/aten/TargetCall.h>
 #include <csrc/core/AccelDevice.h>
+#include <csrc/inductor/AOTIShim.h>
 #ifdef TORCH_ACCEL_WITH_DISTRIBUTED
 #include <csrc/python/Distributed.h>
 #endif
@@ -412,6 +413,7 @@ PYBIND11_MODULE(_C, m) {
     torch::utils::register_fork_handler_for_device_init(kAccel);
   });
   m.def("_is_in_bad_fork", in_bad_fork);
+  m.def("_load_aoti_shim", [] { torch_accel::inductor::loadAOTIShim(); });
   // What ATen's from_blob asks for an accel pointer given without a device
   // index (at::Context::getDeviceFromPtr): the accel device of the memory.
   m.def("_device_from_pointer", [](uintptr_t ptr) {

@@ -32,9 +32,9 @@ register what it looked up: only register_backend_for_device's full form takes
 the custom pass that keys Inductor's FX graph cache on accel's runtime and code
 (``AccelCodegenIdentity``). init_backend_registration() registers a PrivateUse1
 backend only when all of Scheduling, PythonWrapperCodegen and CppWrapperCodegen
-exist, and accel has no C++ wrapper (``CppWrapperCodegen`` is None: cpp_wrapper
-and AOTInductor do not know the accel device), so it leaves accel's own
-registration in place. test_compile checks that it does.
+exist; torch.accel answers ``CppWrapperCodegen`` with None (accel's C++
+wrapper, cpp_wrapper.AccelCppWrapperCpu, is registered here with the rest), so
+it leaves accel's own registration in place. test_compile checks that it does.
 
 This module imports Inductor, codegen_config and the patch modules only
 inside its functions: importing it, at ``import torch_accel``, is free.
@@ -70,7 +70,9 @@ def backend_for(kernels: str) -> InductorBackend:
     if kernels == "cpp":
         from torch._inductor.codegen.cpp import CppScheduling
 
-        return InductorBackend(CppScheduling, AccelWrapperCodegen, None, WrapperFxCodegen)
+        from .cpp_wrapper import AccelCppWrapperCpu
+
+        return InductorBackend(CppScheduling, AccelWrapperCodegen, AccelCppWrapperCpu, WrapperFxCodegen)
     if kernels == "triton":
         # TritonScheduling, not cuda's CUDACombinedScheduling: the CUDA C++
         # templates (CUTLASS) that the latter adds under max-autotune
@@ -159,7 +161,7 @@ def _apply_inductor_patches(config: "CodegenConfig") -> None:
     """The patches of Inductor for accel's backend registering with ``config``
     (each applied once per process; the patches read ``config`` through
     codegen_config.registered())."""
-    from . import backend_choice, convolution, device_properties, flex_attention, graphs, lowering
+    from . import backend_choice, convolution, cpp_wrapper, device_properties, flex_attention, graphs, lowering
     from .codegen_config import set_registered
 
     set_registered(config)
@@ -176,6 +178,7 @@ def _apply_inductor_patches(config: "CodegenConfig") -> None:
         graphs.skip_message,
         graphs.lowering_check,
         graphs.accel_graphed_post_compile,
+        cpp_wrapper.wrapper_header,
     )
     if config.kernels == "triton":
         _patches.apply(
@@ -211,6 +214,10 @@ def register(config: "CodegenConfig") -> InductorBackend:
     backend = backend_for(config.kernels)
     if config.interpreted:
         _check_triton_interpreter()
+    if backend.CppWrapperCodegen is not None:
+        from .cpp_wrapper import load_shim
+
+        load_shim()
     _apply_inductor_patches(config)
     # Inductor loads its own device op overrides on the first lookup, and only
     # while none is registered at all: load them before adding accel's.

@@ -1,0 +1,8 @@
+// What the C++ wrapper of a graph compiled for accel with cpp_wrapper=True
+// includes (torch_accel/_inductor/cpp_wrapper.py): PyTorch's wrapper headers
+// and accel's C shim. See docs/compile.md, "cpp_wrapper and AOTInductor".
+#pragma once
+
+#include <torch/csrc/inductor/cpp_wrapper/common.h>
+
+#include "c_shim_accel.h"
