@@ -2,8 +2,10 @@
 
 On the host runtime accel's FlexAttention is cpu's: the eager op runs the same
 CPU kernels, the compiled op Inductor's C++ flex template, so results are
-cpu's bitwise; and cpu's limits hold (no backward, no max scores) with an
-error naming accel. Where accel's kernels are Triton's (the CUDA runtime, and
+cpu's bitwise; and cpu's limits hold (no backward, no max scores) with the
+exception cpu gets, its message naming accel, and where PyTorch compiles no
+flex_attention for cpu (no AVX2, or ATEN_CPU_CAPABILITY=default) none is
+compiled for accel either. Where accel's kernels are Triton's (the CUDA runtime, and
 TORCH_ACCEL_INDUCTOR=triton on the host runtime, run by Triton's
 interpreter) it is cuda's: Inductor's Triton flex templates (attention,
 decoding, backward), checked here against a dense float64 reference within
@@ -59,6 +61,18 @@ def _qkv(device, requires_grad=False):
     return [torch.randn(1, 2, L, E, generator=generator).to(device).requires_grad_(requires_grad) for _ in range(3)]
 
 
+@pytest.fixture(autouse=True)
+def _no_compile_caches():
+    """Compiled here from scratch. Inductor's caches do not key on
+    ATEN_CPU_CAPABILITY (torch 2.11, docs/bitwise-comparisons.md): a graph
+    cached by a run under another setting would be found again, skip the
+    lowering and fail to compile (C++ errors about at::vec), for cpu as for
+    accel. `make test-isa` keeps a cache per setting; a plain pytest run
+    under ATEN_CPU_CAPABILITY does not. These tests compile a few small graphs."""
+    with torch.compiler.config.patch(force_disable_caches=True):
+        yield
+
+
 def _block_mask_tensors(block_mask):
     return [t for t in block_mask.as_tuple() if isinstance(t, torch.Tensor)]
 
@@ -84,17 +98,40 @@ def test_eager_is_the_targets_bitwise(mask, target):
     assert torch.equal(results["accel"].cpu(), results[target].cpu())
 
 
+def _cpp_template_compiles():
+    """Whether Inductor compiles cpu's flex_attention on this machine: PyTorch's
+    own check (lower_cpu refuses unless AVX2 is there and ATEN_CPU_CAPABILITY
+    is not ``default``, as `make test-isa`'s aten-default setting sets it)."""
+    from torch._inductor.kernel.flex.flex_cpu import check_cpu_supported
+
+    return check_cpu_supported()
+
+
 def test_compiled_is_the_targets_bitwise(target):
     from torch._inductor.utils import run_and_get_code
 
     compiled = torch.compile(flex_attention)
-    results, codes = {}, {}
-    for device in ("accel", target):
+
+    def run(device):
         block_mask = create_block_mask(_mask("document", device), 1, 1, L, L, device=device)
         with torch.no_grad():
-            results[device], codes[device] = run_and_get_code(
-                compiled, *_qkv(device), score_mod=relative_bias, block_mask=block_mask
-            )
+            return run_and_get_code(compiled, *_qkv(device), score_mod=relative_bias, block_mask=block_mask)
+
+    if TARGET_IS_CPU and not _cpp_template_compiles():
+        # PyTorch compiles no flex_attention for cpu here, and accel's compiled
+        # kernel is cpu's: both refused alike, in the lowering.
+        errors = {}
+        for device in ("accel", target):
+            with pytest.raises(Exception) as info:
+                run(device)
+            errors[device] = info.value
+        assert type(errors["accel"]) is type(errors[target])
+        for error in errors.values():
+            assert "NotImplementedError: torch.compile on current platform is not supported for CPU." in str(error)
+        return
+    results, codes = {}, {}
+    for device in ("accel", target):
+        results[device], codes[device] = run(device)
     # The target's template: the same kernel, so the same bits.
     kernel = "cpp_fused_flex_attention" if TARGET_IS_CPU else "triton_tem_fused"
     assert kernel in "".join(codes["accel"]) and kernel in "".join(codes[target])
@@ -102,16 +139,39 @@ def test_compiled_is_the_targets_bitwise(target):
 
 
 @pytest.mark.skipif(not TARGET_IS_CPU, reason="cpu's limits: where accel's target is cuda, backward runs")
-def test_cpus_limits_name_accel():
-    q, k, v = _qkv("accel", requires_grad=True)
-    with pytest.raises(NotImplementedError, match="does not support backward on accel with the host runtime's C\\+\\+ kernels"):
-        flex_attention(q, k, v)
-    q, k, v = _qkv("accel")
-    with pytest.raises(NotImplementedError, match="Returning max scores is not supported on accel"):
-        flex_attention(q, k, v, return_aux=AuxRequest(max_scores=True))
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_cpus_limits_as_on_cpu(compiled, target):
+    # PyTorch 2.11 has no FlexAttention backward on cpu, eager or compiled:
+    # _validate_device refuses a query, key or value that requires grad (and
+    # Inductor's backward lowering has Triton templates only); nor does it
+    # return the max scores there. accel on a cpu target is refused alike:
+    # the same exception type, the message naming accel and its target.
+    attend = torch.compile(flex_attention) if compiled else flex_attention
+
+    def refusals(device):
+        errors = []
+        for requiring_grad in range(3):
+            q, k, v = _qkv(device)
+            (q, k, v)[requiring_grad].requires_grad_()
+            with pytest.raises(Exception) as info:
+                attend(q, k, v)
+            errors.append(info.value)
+        with pytest.raises(Exception) as info:
+            attend(*_qkv(device), return_aux=AuxRequest(max_scores=True))
+        return errors + [info.value]
+
+    on_accel, on_cpu = refusals("accel"), refusals(target)
+    assert [type(e) for e in on_accel] == [type(e) for e in on_cpu] == [NotImplementedError] * 4
+    for accel, cpu in zip(on_accel[:3], on_cpu[:3]):
+        assert str(cpu).startswith("FlexAttention does not support backward on CPU.")
+        assert str(accel).startswith(
+            "FlexAttention does not support backward on accel with the host runtime's C++ kernels, as on cpu (its target)"
+        )
+    assert str(on_cpu[3]) == "Returning max scores is not supported on CPU."
+    assert str(on_accel[3]).startswith("Returning max scores is not supported on accel with the host runtime's C++ kernels")
     # Still refused for other devices as PyTorch refuses them.
     with pytest.raises(ValueError, match="FlexAttention is only supported on CUDA, CPU or HPU devices"):
-        flex_attention(*(t.to("meta") for t in _qkv("cpu")))
+        attend(*(t.to("meta") for t in _qkv("cpu")))
 
 
 def test_log_sum_exp_is_the_targets(target):

@@ -182,6 +182,30 @@ def test_mem_pool_rejects_bad_arguments(two_devices):
     assert pool.use_count() == 1
 
 
+@pytest.mark.skipif(torch_accel.runtime() != "host", reason="the host runtime's ledger; on CUDA, CUDA's allocator checks")
+def test_host_ledger_refusals_name_the_pool(two_devices):
+    # Below torch.accel.MemPool/use_mem_pool (which check first): the runtime's
+    # own refusals, each naming the pool by its id, none taking a use.
+    unknown = (99, 7)
+    with pytest.raises(RuntimeError, match=r"^accel: memory pool \(99, 7\) has no use to release"):
+        torch_accel._C._mem_pool_release(0, unknown)
+    with pytest.raises(RuntimeError, match=r"^accel: memory pool \(99, 7\) does not exist \(or was released\)"):
+        torch_accel._C._begin_allocate_current_thread_to_pool(0, unknown)
+    with pytest.raises(RuntimeError, match=r"^accel: memory pool \(99, 7\) has no allocations routed to it"):
+        torch_accel._C._end_allocate_to_pool(0, unknown)
+    pool = MemPool()
+    name = rf"accel: memory pool \({pool.id[0]}, {pool.id[1]}\)"
+    with pytest.raises(ValueError, match=f"^{name} belongs to accel:0 and cannot serve allocations on accel:1"):
+        torch_accel._C._begin_allocate_current_thread_to_pool(1, pool.id)
+    assert pool.use_count() == 1
+    # A released pool's id, taken up again on another device.
+    torch_accel._C._mem_pool_create(0, unknown, None, False, False)
+    torch_accel._C._mem_pool_release(0, unknown)
+    with pytest.raises(ValueError, match=r"^accel: memory pool \(99, 7\) belongs to accel:0 and cannot serve allocations on accel:1"):
+        torch_accel._C._mem_pool_create(1, unknown, None, False, False)
+    assert torch_accel._C._mem_pool_use_count(0, unknown) == 0
+
+
 # Pluggable allocators --------------------------------------------------------
 
 _PLUGIN = r"""

@@ -10,7 +10,9 @@ copies accel memory in and out with accel's ordinary copies, in the order of
 accel's current stream; without the interpreter there is no Triton driver
 and Triton refuses the launch. torch.library.wrap_triton refuses interpreted
 kernels (PyTorch 2.11, on every device), so triton_op runs on the CUDA
-runtime only. (docs/compile.md#user-triton-kernels)
+runtime only. Where a launch goes on the CUDA runtime is checked on the host
+too, up to the GPU: Triton's compiler and launcher with a mocked CUDA
+driver. (docs/compile.md#user-triton-kernels)
 """
 
 import textwrap
@@ -116,22 +118,112 @@ def test_host_runtime_refusals(tmp_path):
     assert "refused: wrap_triton only works on functions annotated with triton.jit" in proc.stdout
 
 
+# Triton's launcher, compiled for an sm_90 GPU, on the host runtime: its CUDA
+# driver with the two functions that choose where a launch goes answered as
+# the CUDA runtime answers them, and a launcher that records instead of
+# launching. On the CUDA runtime GPUDriver binds torch.cuda.current_device
+# and torch._C._cuda_getCurrentRawStream, which answer accel's current device
+# and that device's current stream (an accel stream IS a CUDA stream:
+# docs/runtimes.md); here accel's own functions stand in for them. What
+# this checks is Triton's side: the binding, and that each launch asks for
+# the current device and its current stream then, not the tensors' device.
+_MOCKED_CUDA_DRIVER = """
+import torch_accel
+from triton.backends.driver import GPUDriver
+from triton.backends.nvidia.driver import CudaDriver
+from triton.runtime import driver
+
+bare = object.__new__(CudaDriver)
+GPUDriver.__init__(bare)
+print(bare.get_current_device is torch.cuda.current_device, bare.get_current_stream is torch._C._cuda_getCurrentRawStream)
+
+launches = []
+
+
+class RecordingLauncher:
+    def __init__(self, src, metadata):
+        pass
+
+    def __call__(self, grid_x, grid_y, grid_z, stream, function, packed_metadata, launch_metadata, enter, exit, *args):
+        launches.append((torch.accel.current_device(), stream))
+
+
+class H100:
+    def get_device_properties(self, device):
+        return {"max_shared_mem": 232448, "multiprocessor_count": 132, "max_num_regs": 65536, "warpSize": 32}
+
+    def load_binary(self, name, kernel, shared, device):
+        return 1, 2, 32, 0, 1024  # module, function, registers, spills, most threads per block
+
+
+class CudaRuntimeDriver(CudaDriver):
+    def __init__(self):
+        self.get_current_device = torch.accel.current_device
+        self.get_current_stream = torch_accel._C._get_raw_stream
+        self.set_current_device = torch.accel.set_device
+        self.get_device_capability = lambda device=None: (9, 0)
+        self.utils = H100()
+        self.launcher_cls = RecordingLauncher
+
+
+driver.set_active(CudaRuntimeDriver())
+"""
+
+
+@pytest.mark.skipif(RUNTIME != "host", reason="a mocked CUDA driver on the host runtime (the CUDA runtime: below)")
+def test_launch_goes_to_the_current_stream_with_a_mocked_cuda_driver(two_devices, tmp_path):
+    proc = _run(
+        _KERNEL
+        + _MOCKED_CUDA_DRIVER
+        + textwrap.dedent(
+            """
+            x = torch.randn(100, device="accel:1")
+            side = torch.accel.Stream("accel:1")
+            add(x, x)  # accel:0 is current: there, on its current stream, as for cuda
+            with torch.accel.device(1), torch.accel.stream(side):
+                add(x, x)
+            with torch.accel.device(1):
+                add(x, x)
+            expected = [
+                (0, torch.accel.current_stream(0).accel_stream),
+                (1, side.accel_stream),
+                (1, torch.accel.current_stream(1).accel_stream),
+            ]
+            print(launches == expected, side.accel_stream != torch.accel.default_stream(1).accel_stream)
+            """
+        ),
+        tmp_path,
+        {"TORCH_ACCEL_INDUCTOR": "cpp"},  # no interpreter: Triton's compiler and launcher
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True"] * 4
+
+
 @pytest.mark.skipif(RUNTIME != "cuda", reason="Triton compiles and launches on the CUDA runtime's GPU")
-def test_launch_runs_on_accels_current_stream_and_device(two_devices, tmp_path):
+def test_launch_runs_on_accels_current_stream_and_device(tmp_path):
+    # The last device (accel:1 where there are two GPUs), made current for the
+    # launch; the hook sees the stream handle Triton launched on.
     proc = _run(
         _KERNEL
         + textwrap.dedent(
             """
             from triton import knobs
             launches = []
-            knobs.runtime.launch_enter_hook = lambda metadata: launches.append(metadata.get()["stream"])
-            x = torch.randn(100, device="accel:1")
-            side = torch.accel.Stream("accel:1")
-            with torch.accel.device(1), torch.accel.stream(side):
+            knobs.runtime.launch_enter_hook.add(
+                lambda metadata: launches.append((torch.cuda.current_device(), metadata.get()["stream"]))
+            )
+            last = torch.accel.device_count() - 1
+            x = torch.randn(100, device=f"accel:{last}")
+            side = torch.accel.Stream(f"accel:{last}")
+            with torch.accel.device(last), torch.accel.stream(side):
                 out = add(x, x)
-                current = torch.accel.current_stream().accel_stream
+                on_side = (last, torch.accel.current_stream().accel_stream)
+            with torch.accel.device(last):
+                add(x, x)
+                on_default = (last, torch.accel.current_stream().accel_stream)
             side.synchronize()
-            print(launches == [current], current == side.accel_stream, torch.equal(out, x + x))
+            print(launches == [on_side, on_default], on_side[1] == side.accel_stream != on_default[1])
+            print(torch.equal(out, x + x))
             """
         ),
         tmp_path,

@@ -2,8 +2,10 @@
 
 #include <c10/core/AllocatorConfig.h>
 #include <c10/util/ApproximateClock.h>
+#include <c10/util/StringUtil.h>
 
 #include <algorithm>
+#include <string>
 
 namespace torch_accel {
 
@@ -49,6 +51,24 @@ template <typename BlockStats, typename Fn> void forEachBlockStat(BlockStats& st
       fn(stat);
     }
   }
+}
+
+// How the ledger's errors name a pool: by its id, the pair torch.accel.MemPool.id
+// shows, so that the message points at the pool the caller holds.
+std::string poolName(c10::MempoolId_t id) {
+  return c10::str("accel: memory pool (", id.first, ", ", id.second, ")");
+}
+
+// A pool's segments are one device's memory, so a pool serves only the device
+// it was created on: a use from another device is refused, naming both.
+void checkPoolDevice(c10::MempoolId_t id, c10::DeviceIndex pool_device, c10::DeviceIndex device) {
+  TORCH_CHECK_VALUE(
+      pool_device == device,
+      poolName(id),
+      " belongs to accel:",
+      static_cast<int>(pool_device),
+      " and cannot serve allocations on accel:",
+      static_cast<int>(device));
 }
 
 } // namespace
@@ -210,29 +230,14 @@ void HostMemoryLedger::createOrIncrefPool(
     pools_.emplace(id, Pool{device, 1, std::move(source)});
     return;
   }
-  TORCH_CHECK_VALUE(
-      it->second.device == device,
-      "accel: memory pool (",
-      id.first,
-      ", ",
-      id.second,
-      ") belongs to accel:",
-      static_cast<int>(it->second.device),
-      ", not accel:",
-      static_cast<int>(device));
+  checkPoolDevice(id, it->second.device, device);
   ++it->second.use_count;
 }
 
 void HostMemoryLedger::releasePool(c10::MempoolId_t id) {
   std::lock_guard<SpinMutex> lock(mutex_);
   const auto it = pools_.find(id);
-  TORCH_CHECK(
-      it != pools_.end() && it->second.use_count > 0,
-      "accel: memory pool (",
-      id.first,
-      ", ",
-      id.second,
-      ") has no use to release");
+  TORCH_CHECK(it != pools_.end() && it->second.use_count > 0, poolName(id), " has no use to release");
   --it->second.use_count;
 }
 
@@ -254,22 +259,9 @@ void HostMemoryLedger::beginAllocateToPool(
   const auto it = pools_.find(id);
   TORCH_CHECK(
       it != pools_.end() && it->second.use_count > 0,
-      "accel: memory pool (",
-      id.first,
-      ", ",
-      id.second,
-      ") does not exist (or was released): allocations cannot be routed to it");
-  TORCH_CHECK_VALUE(
-      it->second.device == device,
-      "accel: memory pool (",
-      id.first,
-      ", ",
-      id.second,
-      ") belongs to accel:",
-      static_cast<int>(it->second.device),
-      "; allocations on accel:",
-      static_cast<int>(device),
-      " cannot be routed to it");
+      poolName(id),
+      " does not exist (or was released): allocations cannot be routed to it");
+  checkPoolDevice(id, it->second.device, device);
   ++it->second.use_count;
   routings_by_device_[device].push_back(Routing{id, std::move(filter)});
   routings_.fetch_add(1, std::memory_order_relaxed);
@@ -286,7 +278,7 @@ void HostMemoryLedger::endAllocateToPool(c10::DeviceIndex device, c10::MempoolId
       return;
     }
   }
-  TORCH_CHECK(false, "accel: no allocations are routed to memory pool (", id.first, ", ", id.second, ")");
+  TORCH_CHECK(false, poolName(id), " has no allocations routed to it");
 }
 
 std::pair<c10::MempoolId_t, std::shared_ptr<const HostSegmentSource>>
