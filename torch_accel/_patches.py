@@ -78,6 +78,7 @@ SOURCE_SHA256 = {
     "torch.cuda.get_device_capability": "6809539b0a673ba65372fc0ac2d0a28ee248b125e32bdce205c996203f098957",
     # _inductor/cpp_wrapper.py (cpp_wrapper and AOTInductor)
     "torch._inductor.codecache._get_cpp_wrapper_header": "44c4cea30d1816a367128ad79c10ab55cce3c247e7fa67c0996644e812723b51",
+    "torch._inductor.cpp_builder.get_cpp_torch_device_options": "97cd5a8180fbeba0ea13b0e19beeff84d477b0e4792bf9469a22a6fc63d0d3da",
     # _profiler_patches.py
     "torch.autograd.profiler.profile.__init__": "ea6ecd049a2176606ceda286a514ef780c7d9ac937d531d4e28a9ccd8ed6d018",
     # _distributed.py

@@ -6,7 +6,10 @@ PyTorch's AOTInductor C ABI (torch/csrc/inductor/aoti_torch/c/shim.h), which
 names devices by their c10 DeviceType (accel is PrivateUse1) and calls the
 operators Inductor falls back to through a per-device C shim,
 ``aoti_torch_<device>_<op>``. What accel changes in the wrapper Inductor
-generates for cpu (host runtime) is therefore small:
+generates for its target is therefore small, the same for cpu's
+(AccelCppWrapperCpu, the host runtime's C++ kernels) and for cuda's
+(AccelCppWrapperGpu, the CUDA runtime's Triton kernels, launched with CUDA's
+current device and stream, which are accel's on that runtime):
 
 - a buffer or a constant on accel is allocated on PrivateUse1
   (``codegen_device``);
@@ -16,7 +19,12 @@ generates for cpu (host runtime) is therefore small:
   PyTorch's torchgen and which calls every operator through the dispatcher,
   as eager mode does. The shim is the shared library
   torch_accel/libaccel_aoti_shim.so, loaded into the process's global symbol
-  scope (``load_shim``) before any generated library that calls it.
+  scope (``load_shim``) before any generated library that calls it;
+- the wrapper is compiled with the target's options (``compile_options``:
+  for cuda, its headers, libraries and USE_CUDA);
+- AOTInductor: PyTorch's model runtime, which knows only its own devices by
+  name, holds the constants on the target; the model reads them through
+  accel views (see _AccelCppWrapper).
 
 See docs/compile.md, "cpp_wrapper and AOTInductor".
 """
@@ -28,7 +36,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+from torch._inductor.codegen.common import get_device_op_overrides
 from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
+from torch._inductor.codegen.cpp_wrapper_gpu import CppWrapperGpu
 from torch._inductor.virtualized import V
 
 from .._core import DEVICE_TYPE, _target_device_type
@@ -59,6 +69,28 @@ def wrapper_header(original: Any) -> None:
     codecache._get_cpp_wrapper_header = _get_cpp_wrapper_header
 
 
+def _target_for_compile_options() -> str:
+    """The device whose compile options a C++ wrapper for accel is built with."""
+    from .codegen_config import registered
+
+    return "cuda" if registered().kernels == "triton" else "cpu"
+
+
+@patch("torch._inductor.cpp_builder.get_cpp_torch_device_options")
+def compile_options(original: Any) -> None:
+    """A C++ wrapper is compiled with its device's options (include directories,
+    libraries, macros), which PyTorch knows for its own devices: accel's are
+    its target's (cuda's toolkit and USE_CUDA where accel runs Triton kernels)."""
+    from torch._inductor import cpp_builder
+
+    def get_cpp_torch_device_options(device_type: str, aot_mode: bool = False, compile_only: bool = False) -> Any:
+        if device_type == DEVICE_TYPE:
+            device_type = _target_for_compile_options()
+        return original(device_type, aot_mode, compile_only)
+
+    cpp_builder.get_cpp_torch_device_options = get_cpp_torch_device_options
+
+
 def load_shim() -> None:
     """Load accel's C shim where the libraries that Inductor generates find its symbols.
 
@@ -73,27 +105,19 @@ def load_shim() -> None:
     _C._load_aoti_shim()
 
 
-class AccelCppWrapperCpu(CppWrapperCpu):
-    """The C++ wrapper around C++ kernels (host runtime), for accel devices."""
+class _AccelCppWrapper:
+    """What accel changes in PyTorch's C++ wrappers (CppWrapperCpu, CppWrapperGpu)."""
 
-    def __init__(self) -> None:
-        # Read by CppWrapperCpu: the device of the graph's buffers, its op
-        # overrides, and the compile options (accel's are cpu's: no device toolkit).
-        self.device = DEVICE_TYPE
-        # While the AOTInductor model's constructor is generated: accel's
-        # constants are described as the target's (_constants_as_target).
-        self._describing_constants = False
-        super().__init__()
-
-    @staticmethod
-    def create(is_subgraph: bool, subgraph_name: Any, parent_wrapper: Any, partition_signatures: Any = None) -> "AccelCppWrapperCpu":
-        return AccelCppWrapperCpu()
+    # Read by CppWrapperCpu: the device of the graph's buffers and constants,
+    # and the one compile options are asked for (compile_options).
+    device: str
+    _describing_constants = False
 
     def codegen_device(self, device: torch.device) -> str:
         if device.type != DEVICE_TYPE:
-            return super().codegen_device(device)
+            return super().codegen_device(device)  # type: ignore[misc]
         if self._describing_constants:
-            return super().codegen_device(torch.device(_target_device_type()))
+            return super().codegen_device(torch.device(_target_device_type(), device.index))  # type: ignore[misc]
         # The C ABI knows accel as PrivateUse1 (aoti_torch_device_type_privateuse1).
         self.used_cached_devices.add("privateuse1")
         return f"cached_torch_device_type_privateuse1, {device.index if device.index else 0}"
@@ -112,7 +136,7 @@ class AccelCppWrapperCpu(CppWrapperCpu):
 
     def codegen_model_constructor(self) -> None:
         with self._constants_as_target():
-            super().codegen_model_constructor()
+            super().codegen_model_constructor()  # type: ignore[misc]
 
     @contextlib.contextmanager
     def _constants_as_target(self) -> Iterator[None]:
@@ -126,11 +150,12 @@ class AccelCppWrapperCpu(CppWrapperCpu):
 
     def write_wrapper_decl(self) -> None:
         if not V.graph.aot_mode or not V.graph.constants:
-            return super().write_wrapper_decl()
+            return super().write_wrapper_decl()  # type: ignore[misc]
         # CppWrapperCpu binds each constant by reference to the model's
         # (``auto& name = constants_->at(i);``): bind accel views instead.
         bound = []
-        writeline = self.prefix.writeline
+        prefix = self.prefix  # type: ignore[attr-defined]
+        writeline = prefix.writeline
 
         def bind_accel_views(line: Any) -> None:
             match = self._CONSTANT_BINDING.match(line) if isinstance(line, str) else None
@@ -140,14 +165,64 @@ class AccelCppWrapperCpu(CppWrapperCpu):
             bound.append(name)
             writeline(f"[[maybe_unused]] auto {name} = accel_constant_view(constants_->at({index}));")
 
-        self.prefix.writeline = bind_accel_views  # type: ignore[method-assign]
+        prefix.writeline = bind_accel_views
         try:
-            super().write_wrapper_decl()
+            super().write_wrapper_decl()  # type: ignore[misc]
         finally:
-            del self.prefix.writeline
+            del prefix.writeline
         if sorted(bound) != sorted(V.graph.constants):
             raise RuntimeError(
                 f"accel: AOTInductor's model code binds its constants in a way torch_accel does not know "
                 f"(bound {sorted(bound)}, constants {sorted(V.graph.constants)}); torch_accel must be updated "
                 "for this PyTorch"
             )
+
+
+class AccelCppWrapperCpu(_AccelCppWrapper, CppWrapperCpu):
+    """The C++ wrapper around C++ kernels (the host runtime), for accel devices."""
+
+    def __init__(self) -> None:
+        self.device = DEVICE_TYPE
+        super().__init__()
+
+    @staticmethod
+    def create(is_subgraph: bool, subgraph_name: Any, parent_wrapper: Any, partition_signatures: Any = None) -> "AccelCppWrapperCpu":
+        return AccelCppWrapperCpu()
+
+
+class AccelCppWrapperGpu(_AccelCppWrapper, CppWrapperGpu):
+    """The C++ wrapper around Triton kernels (the CUDA runtime), for accel devices.
+
+    Its C++ snippets (kernel loading and launch, device guard, current
+    stream) are CUDA's: on the CUDA runtime accel:N is cuda:N, and accel's
+    current stream is CUDA's current stream (docs/compile.md).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()  # CppWrapperGpu: the device is Inductor's GPU type
+        self.device = DEVICE_TYPE
+        self.device_codegen = get_device_op_overrides(DEVICE_TYPE)  # cuda's C++ snippets (codegen)
+
+    @staticmethod
+    def create(is_subgraph: bool, subgraph_name: Any, parent_wrapper: Any, partition_signatures: Any = None) -> "AccelCppWrapperGpu":
+        return AccelCppWrapperGpu()
+
+
+def interpreted_kernels_refusal() -> type:
+    """The C++ wrapper registered where Triton's interpreter runs accel's kernels
+    (TORCH_ACCEL_INDUCTOR=triton on the host runtime): it refuses, clearly. A
+    C++ wrapper launches compiled GPU binaries; interpreted kernels are Python."""
+
+    class InterpretedKernelsRefusal:
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            raise RuntimeError(
+                "accel: cpp_wrapper and AOTInductor need compiled kernels, but TORCH_ACCEL_INDUCTOR=triton runs "
+                "accel's Triton kernels through Triton's interpreter on the host runtime; use the host runtime's "
+                "C++ kernels (TORCH_ACCEL_INDUCTOR unset) or the CUDA runtime"
+            )
+
+        @staticmethod
+        def create(*args: object, **kwargs: object) -> "InterpretedKernelsRefusal":
+            return InterpretedKernelsRefusal()
+
+    return InterpretedKernelsRefusal

@@ -79,7 +79,9 @@ def backend_for(kernels: str) -> InductorBackend:
         # generate code for cuda devices only.
         from torch._inductor.codegen.triton import TritonScheduling
 
-        return InductorBackend(TritonScheduling, AccelWrapperCodegen, None, WrapperFxCodegen)
+        from .cpp_wrapper import AccelCppWrapperGpu
+
+        return InductorBackend(TritonScheduling, AccelWrapperCodegen, AccelCppWrapperGpu, WrapperFxCodegen)
     from .codegen_config import KERNELS
 
     raise ValueError(f"accel has no Inductor backend generating {kernels!r} kernels; expected one of {KERNELS}")
@@ -179,6 +181,7 @@ def _apply_inductor_patches(config: "CodegenConfig") -> None:
         graphs.lowering_check,
         graphs.accel_graphed_post_compile,
         cpp_wrapper.wrapper_header,
+        cpp_wrapper.compile_options,
     )
     if config.kernels == "triton":
         _patches.apply(
@@ -214,6 +217,9 @@ def register(config: "CodegenConfig") -> InductorBackend:
     backend = backend_for(config.kernels)
     if config.interpreted:
         _check_triton_interpreter()
+        from .cpp_wrapper import interpreted_kernels_refusal
+
+        backend = backend._replace(CppWrapperCodegen=interpreted_kernels_refusal())
     if backend.CppWrapperCodegen is not None:
         from .cpp_wrapper import load_shim
 

@@ -4,5 +4,10 @@
 #pragma once
 
 #include <torch/csrc/inductor/cpp_wrapper/common.h>
+#ifdef USE_CUDA
+// The CUDA runtime: Triton kernels launched as for cuda (compile options are
+// cuda's there, which define USE_CUDA).
+#include <torch/csrc/inductor/cpp_wrapper/device_internal/cuda.h>
+#endif
 
 #include "c_shim_accel.h"
