@@ -15,7 +15,7 @@ figures are added to benchmarks/results/history.jsonl.
 This file is the driver (arguments, the sections registry, the results files and
 the history); each section is a module of benchmarks/sections/.
 
-  python benchmarks/run.py [--quick] [--sections ops,instructions,calls,throughput,streams,sdpa,flex,models,compiled,graphs,startup]
+  python benchmarks/run.py [--quick] [--sections ops,instructions,calls,throughput,streams,sdpa,flex,aoti,models,compiled,graphs,startup]
                            [--no-compile] [--no-history] [--output-dir DIR] [--run-id ID] [--ops OP,OP]
                            [--models transformer,cnn]
 
@@ -43,7 +43,7 @@ sys.path.insert(0, HERE)
 import torch  # noqa: E402
 
 import torch_accel  # noqa: E402
-from sections import calls, compiled, flex, graphs, instructions, models, ops, sdpa, startup, streams, throughput  # noqa: E402
+from sections import aoti, calls, compiled, flex, graphs, instructions, models, ops, sdpa, startup, streams, throughput  # noqa: E402
 from sections.common import TARGET  # noqa: E402
 
 # The sections, in the order they run and appear in the results. Each module has
@@ -58,6 +58,7 @@ SECTIONS = {
     "streams": streams,
     "sdpa": sdpa,
     "flex": flex,
+    "aoti": aoti,
     "models": models,
     "compiled": compiled,
     "graphs": graphs,
