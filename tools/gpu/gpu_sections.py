@@ -169,6 +169,18 @@ SMOKE_SECTIONS: tuple[Section, ...] = (
         ),
     ),
     Section(
+        name="smoke-aot",
+        step="smoke",
+        what=(
+            "an AOTInductor package run on accel against cuda's: the C++ wrapper around Triton kernels, "
+            "accel's C shim, the model runner, constants as accel views"
+        ),
+        limit_s=150,
+        # Host: about 20 s (two packages of an MLP: accel's and the target's).
+        estimate_s=20,
+        tests=("test/test_aot_inductor.py::test_package_runs_as_the_targets[mlp]",),
+    ),
+    Section(
         name="smoke-compile",
         step="smoke",
         what="torch.compile with real Triton: pointwise and reduction kernels against cuda's, dynamic shapes",
@@ -434,6 +446,14 @@ SECTIONS: tuple[Section, ...] = (
         tests=("test/test_flex_attention.py", "test/test_user_triton_kernels.py"),
     ),
     Section(
+        name="compile-cpp-wrapper",
+        step="aot",
+        what="cpp_wrapper=True and AOTInductor packages on accel: the C++ wrapper around Triton kernels, accel's C shim and model runner, against cuda's wrapper and packages",
+        limit_s=300,
+        estimate_s=150,
+        tests=("test/test_cpp_wrapper.py", "test/test_aot_inductor.py"),
+    ),
+    Section(
         name="compile-graphs",
         step="compile",
         what='torch.compile(mode="reduce-overhead") and make_graphed_callables on CUDA graphs captured for accel',
@@ -561,7 +581,7 @@ SECTIONS: tuple[Section, ...] = (
     ),
 )
 
-STEPS: tuple[str, ...] = ("smoke", "core", "compile", "opinfo", "generic", "bench")
+STEPS: tuple[str, ...] = ("smoke", "core", "compile", "aot", "opinfo", "generic", "bench")
 # Steps whose sections repeat tests of the other steps: `all` leaves them out.
 SUBSET_STEPS: tuple[str, ...] = ("smoke",)
 # The step of the section that takes the test files no section names.
