@@ -18,6 +18,7 @@ from torch.utils._pytree import tree_flatten
 
 import _cases
 import torch_accel
+from conftest import run_python
 from test_compile import OPERATORS, assert_close, on
 
 
@@ -129,3 +130,25 @@ def test_module_with_parameters(target):
         expected, _ = compile_with_cpp_wrapper(model.to(target), x.to(target))
     assert result.device.type == "accel"
     assert_close(result, expected, rtol=0, atol=0)
+
+
+@pytest.mark.skipif(torch_accel.runtime() != "host", reason="Triton's interpreter mode is the host runtime's")
+def test_refused_where_triton_interprets_the_kernels():
+    # A C++ wrapper launches compiled kernels; Triton's interpreter runs Python ones.
+    proc = run_python(
+        """
+        import torch, torch_accel
+        from torch._inductor import config
+        with config.patch(cpp_wrapper=True):
+            try:
+                torch.compile(lambda t: t.sin() + 1)(torch.ones(4, device="accel"))
+            except Exception as error:
+                print(type(error).__name__, error)
+        """,
+        env={"TORCH_ACCEL_INDUCTOR": "triton"},
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    # Inductor reports it as the backend's failure, with accel's RuntimeError and its message.
+    assert "RuntimeError: accel: cpp_wrapper and AOTInductor need compiled kernels" in proc.stdout, proc.stdout
+    assert "TORCH_ACCEL_INDUCTOR=triton" in proc.stdout

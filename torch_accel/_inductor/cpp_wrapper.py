@@ -208,21 +208,18 @@ class AccelCppWrapperGpu(_AccelCppWrapper, CppWrapperGpu):
         return AccelCppWrapperGpu()
 
 
-def interpreted_kernels_refusal() -> type:
+class InterpretedKernelsRefusal(AccelCppWrapperGpu):
     """The C++ wrapper registered where Triton's interpreter runs accel's kernels
     (TORCH_ACCEL_INDUCTOR=triton on the host runtime): it refuses, clearly. A
     C++ wrapper launches compiled GPU binaries; interpreted kernels are Python."""
 
-    class InterpretedKernelsRefusal:
-        def __init__(self, *args: object, **kwargs: object) -> None:
-            raise RuntimeError(
-                "accel: cpp_wrapper and AOTInductor need compiled kernels, but TORCH_ACCEL_INDUCTOR=triton runs "
-                "accel's Triton kernels through Triton's interpreter on the host runtime; use the host runtime's "
-                "C++ kernels (TORCH_ACCEL_INDUCTOR unset) or the CUDA runtime"
-            )
+    def __init__(self) -> None:
+        raise RuntimeError(
+            "accel: cpp_wrapper and AOTInductor need compiled kernels, but TORCH_ACCEL_INDUCTOR=triton runs "
+            "accel's Triton kernels through Triton's interpreter on the host runtime; use the host runtime's "
+            "C++ kernels (TORCH_ACCEL_INDUCTOR unset) or the CUDA runtime"
+        )
 
-        @staticmethod
-        def create(*args: object, **kwargs: object) -> "InterpretedKernelsRefusal":
-            return InterpretedKernelsRefusal()
-
-    return InterpretedKernelsRefusal
+    @staticmethod
+    def create(is_subgraph: bool, subgraph_name: Any, parent_wrapper: Any, partition_signatures: Any = None) -> "InterpretedKernelsRefusal":
+        return InterpretedKernelsRefusal()

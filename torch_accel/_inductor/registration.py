@@ -217,9 +217,9 @@ def register(config: "CodegenConfig") -> InductorBackend:
     backend = backend_for(config.kernels)
     if config.interpreted:
         _check_triton_interpreter()
-        from .cpp_wrapper import interpreted_kernels_refusal
+        from .cpp_wrapper import InterpretedKernelsRefusal
 
-        backend = backend._replace(CppWrapperCodegen=interpreted_kernels_refusal())
+        backend = backend._replace(CppWrapperCodegen=InterpretedKernelsRefusal)
     if backend.CppWrapperCodegen is not None:
         from .cpp_wrapper import load_shim
 
