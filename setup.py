@@ -107,7 +107,8 @@ def _extension():
 
 # accel's AOTInductor C shim (tools/gen_aoti_c_shim.py): a library of its own, since code that
 # cpp_wrapper and AOTInductor generate calls it, also in programs without Python (docs/compile.md).
-_AOTI_SHIM = "torch_accel.libaccel_aoti_shim"
+# In torch_accel/lib/, which is no Python package: the package's modules are all importable.
+_AOTI_SHIM = "torch_accel.lib.libaccel_aoti_shim"
 AOTI_SHIM_HEADER = os.path.join(ROOT, "torch_accel", "include", "torch_accel", "inductor", "c_shim_accel.h")
 
 
@@ -134,6 +135,11 @@ def _aoti_shim():
 
 
 class _BuildExtension(BuildExtension.with_options(use_ninja=True)):
+    def run(self):
+        # An in-place build copies the shim into torch_accel/lib/, which git does not keep.
+        os.makedirs(os.path.join(ROOT, "torch_accel", "lib"), exist_ok=True)
+        super().run()
+
     def get_ext_filename(self, ext_name):
         # The shim is a plain shared library (libaccel_aoti_shim.so), not a Python module.
         # (distutils asks both for the full name and for its last component alone.)

@@ -11,10 +11,10 @@ namespace torch_accel::inductor {
 
 namespace {
 
-constexpr const char* kShimFileName = "libaccel_aoti_shim.so";
+constexpr const char* kShimPath = "/lib/libaccel_aoti_shim.so";
 
 // The folder of the shared object this function is compiled into (the
-// package folder of torch_accel, where setup.py puts the shim next to _C).
+// package folder of torch_accel, where setup.py puts _C; the shim is in its lib/).
 std::string folderOfThisLibrary() {
   Dl_info info{};
   TORCH_CHECK(
@@ -30,7 +30,7 @@ std::string folderOfThisLibrary() {
 void loadAOTIShim() {
   static std::once_flag loaded;
   std::call_once(loaded, [] {
-    const std::string path = folderOfThisLibrary() + "/" + kShimFileName;
+    const std::string path = folderOfThisLibrary() + kShimPath;
     // RTLD_GLOBAL: the libraries Inductor generates resolve aoti_torch_accel_*
     // against the global scope. The handle is kept for the process's lifetime.
     void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);

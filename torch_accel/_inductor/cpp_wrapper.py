@@ -18,7 +18,7 @@ current device and stream, which are accel's on that runtime):
   tools/gen_aoti_c_shim.py generates at build time with the installed
   PyTorch's torchgen and which calls every operator through the dispatcher,
   as eager mode does. The shim is the shared library
-  torch_accel/libaccel_aoti_shim.so, loaded into the process's global symbol
+  torch_accel/lib/libaccel_aoti_shim.so, loaded into the process's global symbol
   scope (``load_shim``) before any generated library that calls it;
 - the wrapper is compiled with the target's options (``compile_options``:
   for cuda, its headers, libraries and USE_CUDA);
