@@ -142,6 +142,27 @@ except Exception as error:
     load_error = f"{type(error).__name__}: {error}"
 
 
+# Another graph, with triton.autotune_at_compile_time off: its kernels'
+# names are the first graph's, whose binaries CudaKernelParamCache holds.
+def other(t):
+    return torch.softmax(t * 2, -1) + 1, t.sum(1)
+
+
+with mode:
+    y = torch.empty(8, 8, device="accel:1")
+other_gm = make_fx(other, decomposition_table=select_decomp_table())(y)
+refusal = None
+with config.patch(get_cpp_wrapper_config()), config.patch({"graph_partition": False, "triton.autotune_at_compile_time": False}):
+    with V.set_fake_mode(mode), DebugContext():
+        graph = GraphLowering(other_gm, example_inputs=[y], cpp_wrapper=True)
+        with V.set_graph_handler(graph):
+            graph.run(y)
+            try:
+                graph.codegen_with_cpp_wrapper()
+            except RuntimeError as error:
+                refusal = str(error)
+
+
 def options(device):
     build = CppTorchDeviceOptions(device_type=device, vec_isa=pick_vec_isa(), **CppWrapperCodeCache.cpp_compile_command_flags)
     return CppBuilder(name="wrapper", sources="wrapper.cpp", BuildOption=build).get_command_line()
@@ -149,7 +170,7 @@ def options(device):
 
 libraries = [os.path.join(d, f) for d, _, fs in os.walk(os.environ["TORCHINDUCTOR_CACHE_DIR"]) for f in fs if f.endswith(".main.so")]
 print(json.dumps(dict(
-    code=code, kernels=compiled_kernels(), load_error=load_error, libraries=libraries,
+    code=code, kernels=compiled_kernels(), load_error=load_error, libraries=libraries, refusal=refusal,
     options={device: options(device) for device in ("accel", "cuda")},
 )))
 """
@@ -288,6 +309,13 @@ def test_cpp_wrapper_on_the_cuda_runtime_generates_and_compiles(tmp_path):
     # Loaded where a CUDA driver is installed; else refused for want of it, and only for that.
     assert result["load_error"] in (None, "ImportError: libcuda.so.1: cannot open shared object file: No such file or directory")
     missing = undefined_symbols(result["libraries"][0])
+    # Without compile-time autotuning nothing compiles accel's kernels (Inductor's
+    # first pass that would is for cuda and xpu only): refused, rather than a
+    # wrapper that loads another graph's kernels of the same names.
+    assert result["refusal"] == (
+        "accel: cpp_wrapper and AOTInductor compile accel's Triton kernels while the C++ wrapper is generated, "
+        "but torch._inductor.config.triton.autotune_at_compile_time is False; leave it unset or set it True"
+    )
     assert {"aoti_torch_accel_mm_out", "aoti_torch_get_current_cuda_stream", "cuLaunchKernel"} <= missing
 
 
