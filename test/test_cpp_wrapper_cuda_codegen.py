@@ -2,9 +2,10 @@
 machine without a GPU (docs/compile.md, "cpp_wrapper and AOTInductor").
 
 In a process on the host runtime that Inductor and the patches see as the
-CUDA runtime of an H100 (as test_compile.py's _TRITON_CODEGEN does), Inductor
-lowers a graph on accel:1 with cpp_wrapper=True and packages an exported
-accel:1 model with AOTInductor, through its own code paths: its Triton
+CUDA runtime of an H100 (as test_compile.py's _TRITON_CODEGEN does),
+torch.compile with cpp_wrapper=True compiles a function of accel:1 tensors
+and aoti_compile_and_package packages an exported accel:1 model, through
+Inductor's own code paths: its Triton
 kernels are compiled for sm_90 by Triton with the ptxas Triton ships (which
 is what fills Inductor's CudaKernelParamCache, from which the C++ wrapper
 loads and launches them), and the C++ wrapper is compiled and linked by
@@ -107,17 +108,28 @@ def compiled_kernels():
 """
 )
 
-# cpp_wrapper=True: GraphLowering as compile_fx runs it for a C++ wrapper
-# (get_cpp_wrapper_config; no graph partitions, which the C++ wrapper does not
-# support), then the module it generates, which compiles the C++ wrapper
-# (CppWrapperCodeCache.load_pybinding with device_type "accel") and loads it.
+# cpp_wrapper=True: torch.compile of a function of accel:1 tensors, with a
+# dynamic shape. Inductor generates the wrapper's module, which compiles the C++
+# wrapper (CppWrapperCodeCache.load_pybinding with device_type "accel") and
+# loads it: the load is the GPU's part.
 _JIT = (
     _CUDA_RUNTIME
     + """
-from torch._inductor.compile_fx import get_cpp_wrapper_config
 from torch._inductor.cpp_builder import CppBuilder, CppTorchDeviceOptions
 from torch._inductor.codecache import CppWrapperCodeCache
 from torch._inductor.cpu_vec_isa import pick_vec_isa
+
+modules = []
+GraphLowering.save_output_code = staticmethod(modules.append)
+
+
+def compile_and_call(fn, *args, **options):
+    # The exception it ends with, if any: its first line.
+    try:
+        with config.patch(cpp_wrapper=True, **options):
+            torch.compile(fn, dynamic=True)(*args)
+    except Exception as error:
+        return str(error).splitlines()[0]
 
 
 def fn(t, w):
@@ -125,42 +137,18 @@ def fn(t, w):
     return torch.softmax(torch.relu(t) @ w, -1) / 3 + 1, torch.sort(t, 1).values
 
 
-mode = FakeTensorMode()
-with mode:
-    x = torch.empty(64, 64, device="accel:1")
-    w = torch.empty(64, 64, device="accel:1")
-gm = make_fx(fn, decomposition_table=select_decomp_table())(x, w)
-with config.patch(get_cpp_wrapper_config()), config.patch(graph_partition=False), V.set_fake_mode(mode), DebugContext():
-    graph = GraphLowering(gm, example_inputs=[x, w], cpp_wrapper=True)
-    with V.set_graph_handler(graph):
-        graph.run(x, w)
-        code = graph.codegen_with_cpp_wrapper()[0].value
-load_error = None
-try:
-    exec(compile(code, "<wrapper module>", "exec"), {})
-except Exception as error:
-    load_error = f"{type(error).__name__}: {error}"
+load_error = compile_and_call(fn, torch.randn(64, 64, device="accel:1"), torch.randn(64, 64, device="accel:1"))
+code = modules[-1]
+kernels = compiled_kernels()
 
 
-# Another graph, with triton.autotune_at_compile_time off: its kernels'
-# names are the first graph's, whose binaries CudaKernelParamCache holds.
+# Another function, with triton.autotune_at_compile_time off, after
+# CudaKernelParamCache has been filled with the first one's kernels.
 def other(t):
     return torch.softmax(t * 2, -1) + 1, t.sum(1)
 
 
-with mode:
-    y = torch.empty(8, 8, device="accel:1")
-other_gm = make_fx(other, decomposition_table=select_decomp_table())(y)
-refusal = None
-with config.patch(get_cpp_wrapper_config()), config.patch({"graph_partition": False, "triton.autotune_at_compile_time": False}):
-    with V.set_fake_mode(mode), DebugContext():
-        graph = GraphLowering(other_gm, example_inputs=[y], cpp_wrapper=True)
-        with V.set_graph_handler(graph):
-            graph.run(y)
-            try:
-                graph.codegen_with_cpp_wrapper()
-            except RuntimeError as error:
-                refusal = str(error)
+refusal = compile_and_call(other, torch.randn(8, 8, device="accel:1"), **{"triton.autotune_at_compile_time": False})
 
 
 def options(device):
@@ -170,7 +158,7 @@ def options(device):
 
 libraries = [os.path.join(d, f) for d, _, fs in os.walk(os.environ["TORCHINDUCTOR_CACHE_DIR"]) for f in fs if f.endswith(".main.so")]
 print(json.dumps(dict(
-    code=code, kernels=compiled_kernels(), load_error=load_error, libraries=libraries, refusal=refusal,
+    code=code, kernels=kernels, load_error=load_error, libraries=libraries, refusal=refusal,
     options={device: options(device) for device in ("accel", "cuda")},
 )))
 """
@@ -313,7 +301,7 @@ def test_cpp_wrapper_on_the_cuda_runtime_generates_and_compiles(tmp_path):
     # first pass that would is for cuda and xpu only): refused, rather than a
     # wrapper that loads another graph's kernels of the same names.
     assert result["refusal"] == (
-        "accel: cpp_wrapper and AOTInductor compile accel's Triton kernels while the C++ wrapper is generated, "
+        "RuntimeError: accel: cpp_wrapper and AOTInductor compile accel's Triton kernels while the C++ wrapper is generated, "
         "but torch._inductor.config.triton.autotune_at_compile_time is False; leave it unset or set it True"
     )
     assert {"aoti_torch_accel_mm_out", "aoti_torch_get_current_cuda_stream", "cuLaunchKernel"} <= missing
