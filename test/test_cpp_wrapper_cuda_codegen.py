@@ -205,6 +205,11 @@ torch.manual_seed(0)
 model = Model().to("accel:1")
 batch = torch.export.Dim("batch", min=2, max=64)
 program = torch.export.export(model, (torch.randn(4, 16, device="accel:1"),), dynamic_shapes=({0: batch},))
+try:
+    torch._inductor.aoti_compile_and_package(program, inductor_configs={"aot_inductor.emit_multi_arch_kernel": True})
+    multi_arch_refusal = None
+except Exception as error:
+    multi_arch_refusal = str(error).splitlines()[0]
 package = torch._inductor.aoti_compile_and_package(program, package_path=os.environ["PACKAGE"])
 with zipfile.ZipFile(package) as archive:
     names = archive.namelist()
@@ -215,6 +220,7 @@ with zipfile.ZipFile(package) as archive:
     print(json.dumps(dict(
         names=names, code=archive.read(wrapper).decode(), metadata=json.loads(archive.read(metadata)),
         library=os.path.join(os.environ["UNPACKED"], library), kernels=compiled_kernels(),
+        multi_arch_refusal=multi_arch_refusal,
     )))
 """
 )
@@ -339,3 +345,9 @@ def test_aot_inductor_on_the_cuda_runtime_packages_and_compiles(tmp_path):
     assert " USE_CUDA" in compile_command and re.search(r"-I\S*cuda\S*/include", compile_command)
     missing = undefined_symbols(result["library"])
     assert {"aoti_torch_accel_addmm_out", "aoti_torch_accel_constant_view", "aoti_torch_create_cuda_stream_guard", "cuLaunchKernel"} <= missing
+    # Multi-arch kernels are built for cuda's packages only: refused clearly.
+    assert result["multi_arch_refusal"] == (
+        "RuntimeError: accel: torch._inductor.config.aot_inductor.emit_multi_arch_kernel is not supported for "
+        "accel (PyTorch builds multi-arch kernels for packages compiled for cuda only); leave it off: the package "
+        "holds the kernels compiled for this GPU"
+    )

@@ -203,6 +203,14 @@ class AccelCppWrapperGpu(_AccelCppWrapper, CppWrapperGpu):
         super().__init__()  # CppWrapperGpu: the device is Inductor's GPU type
         self.device = DEVICE_TYPE
         self.device_codegen = get_device_op_overrides(DEVICE_TYPE)  # cuda's C++ snippets (codegen)
+        if V.graph.aot_mode and config.aot_inductor.emit_multi_arch_kernel:
+            # AotCodeCompiler builds the multi-arch binaries (nvcc -fatbin) for
+            # packages of cuda only; for accel's it would fail on the missing files.
+            raise RuntimeError(
+                "accel: torch._inductor.config.aot_inductor.emit_multi_arch_kernel is not supported for accel "
+                "(PyTorch builds multi-arch kernels for packages compiled for cuda only); leave it off: the "
+                "package holds the kernels compiled for this GPU"
+            )
 
     @staticmethod
     def create(is_subgraph: bool, subgraph_name: Any, parent_wrapper: Any, partition_signatures: Any = None) -> "AccelCppWrapperGpu":
