@@ -24,6 +24,8 @@ import re
 import subprocess
 
 import pytest
+import torch
+from torch.utils.cpp_extension import CUDA_HOME
 
 from conftest import run_python
 from test_compile import _TRITON_CODEGEN
@@ -229,6 +231,9 @@ EM_CUDA = 190  # an ELF file's e_machine for NVIDIA CUDA
 
 
 def run_mocked(script, tmp_path, **env):
+    # What compiles the wrapper as for cuda: a CUDA build of torch and a CUDA toolkit
+    # (the build machine's, as for torch_accel's own CUDA sources), no GPU.
+    assert torch.version.cuda and CUDA_HOME, f"needs a CUDA build of torch and a CUDA toolkit (CUDA_HOME={CUDA_HOME})"
     # From a file: triton.jit reads its kernels' source.
     path = tmp_path / "script.py"
     path.write_text(script)
