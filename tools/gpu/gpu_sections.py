@@ -604,6 +604,10 @@ GPU_EXEMPT: dict[str, str] = {
         "(docs/fault-injection.md)"
     ),
     "test/test_sanitizers.py": "builds and runs the planted ASan/UBSan/TSan defects with the host compiler, on no device",
+    "test/test_cpp_wrapper_cuda_codegen.py": (
+        "generates and compiles cpp_wrapper/AOTInductor C++ for a mocked CUDA runtime on the host runtime, on no "
+        "device; on a GPU, test_cpp_wrapper.py and test_aot_inductor.py build and run the same on the CUDA runtime"
+    ),
     "test/test_soak.py": (
         "the short soak checks the host runtime's figures stay flat; on a GPU, `make soak` is the run to make "
         "(its minutes do not fit a step's budget), and it has not run there yet (docs/soak.md)"

@@ -36,6 +36,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+from torch._inductor import config
 from torch._inductor.codegen.common import get_device_op_overrides
 from torch._inductor.codegen.cpp_wrapper_cpu import CppWrapperCpu
 from torch._inductor.codegen.cpp_wrapper_gpu import CppWrapperGpu
@@ -202,10 +203,34 @@ class AccelCppWrapperGpu(_AccelCppWrapper, CppWrapperGpu):
         super().__init__()  # CppWrapperGpu: the device is Inductor's GPU type
         self.device = DEVICE_TYPE
         self.device_codegen = get_device_op_overrides(DEVICE_TYPE)  # cuda's C++ snippets (codegen)
+        if V.graph.aot_mode and config.aot_inductor.emit_multi_arch_kernel:
+            # AotCodeCompiler builds the multi-arch binaries (nvcc -fatbin) for
+            # packages of cuda only; for accel's it would fail on the missing files.
+            raise RuntimeError(
+                "accel: torch._inductor.config.aot_inductor.emit_multi_arch_kernel is not supported for accel "
+                "(PyTorch builds multi-arch kernels for packages compiled for cuda only); leave it off: the "
+                "package holds the kernels compiled for this GPU"
+            )
 
     @staticmethod
     def create(is_subgraph: bool, subgraph_name: Any, parent_wrapper: Any, partition_signatures: Any = None) -> "AccelCppWrapperGpu":
         return AccelCppWrapperGpu()
+
+    def finalize_prefix(self) -> None:
+        # The wrapper loads each Triton kernel from the binary that compiling it
+        # left in Inductor's CudaKernelParamCache, which is keyed by kernel name
+        # (triton_poi_fused_0, ...) across the process's graphs. The kernels are
+        # compiled while the wrapper is generated (triton.autotune_at_compile_time,
+        # on by default for a C++ wrapper); without that, Inductor compiles them
+        # in a first run of the graph's Python wrapper, which it makes for cuda
+        # and xpu devices only. For accel nothing would compile them: the wrapper
+        # would load nothing, or another graph's kernels of the same names.
+        if self._triton_call_wrappers and not config.triton.autotune_at_compile_time:
+            raise RuntimeError(
+                "accel: cpp_wrapper and AOTInductor compile accel's Triton kernels while the C++ wrapper is generated, "
+                "but torch._inductor.config.triton.autotune_at_compile_time is False; leave it unset or set it True"
+            )
+        super().finalize_prefix()
 
 
 class InterpretedKernelsRefusal(AccelCppWrapperGpu):
