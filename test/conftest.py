@@ -20,6 +20,13 @@ import torch  # noqa: E402
 
 import torch_accel  # noqa: E402
 
+# Whether this build of torch_accel has the CUDA runtime: not where the installed
+# torch has no CUDA or no CUDA toolkit was found at build time, nor in the
+# sanitised builds (TORCH_ACCEL_BUILD_CUDA=0: `make asan`, `make tsan`). Tests of
+# the CUDA runtime that need no GPU (stub libraries) run wherever it is built.
+HAS_CUDA_RUNTIME: bool = torch_accel._C._has_cuda_runtime
+NO_CUDA_RUNTIME = "this build of torch_accel has no CUDA runtime (a torch without CUDA, no CUDA toolkit, or TORCH_ACCEL_BUILD_CUDA=0)"
+
 
 @pytest.fixture(scope="session")
 def target() -> str:

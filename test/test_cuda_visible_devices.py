@@ -17,11 +17,9 @@ import subprocess
 import pytest
 import torch
 
-from conftest import run_python
+from conftest import HAS_CUDA_RUNTIME, NO_CUDA_RUNTIME, run_python
 
-pytestmark = pytest.mark.skipif(
-    torch.version.cuda is None, reason="the installed torch has no CUDA, so torch_accel has no CUDA runtime"
-)
+pytestmark = pytest.mark.skipif(not HAS_CUDA_RUNTIME, reason=NO_CUDA_RUNTIME)
 
 STUBS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stubs")
 

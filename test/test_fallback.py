@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import torch_accel
-from conftest import run_python
+from conftest import HAS_CUDA_RUNTIME, NO_CUDA_RUNTIME, run_python
 from test_cuda_visible_devices import stub_libraries  # noqa: F401 (a fixture)
 
 
@@ -729,7 +729,7 @@ print(json.dumps([torch_accel.runtime(), graphs]))
 """
 
 
-@pytest.mark.skipif(torch.version.cuda is None, reason="the installed torch has no CUDA, so torch_accel has no CUDA runtime")
+@pytest.mark.skipif(not HAS_CUDA_RUNTIME, reason=NO_CUDA_RUNTIME)
 def test_attention_on_a_mocked_cuda_target_takes_cudas_flash_branch(stub_libraries):
     import json
 

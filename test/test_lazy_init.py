@@ -8,7 +8,7 @@ import os
 import pytest
 import torch
 
-from conftest import run_python
+from conftest import HAS_CUDA_RUNTIME, NO_CUDA_RUNTIME, run_python
 from test_cuda_visible_devices import stub_libraries  # noqa: F401 (a fixture)
 
 
@@ -307,7 +307,7 @@ def test_host_runtime_never_touches_torch_cuda():
     assert out.split() == ["host", "False"]
 
 
-@pytest.mark.skipif(torch.version.cuda is None, reason="the installed torch has no CUDA, so torch_accel has no CUDA runtime")
+@pytest.mark.skipif(not HAS_CUDA_RUNTIME, reason=NO_CUDA_RUNTIME)
 def test_cuda_runtime_initialisation_calls_torch_cudas_own(stub_libraries):
     # A mocked CUDA target (stub NVML: one GPU; the stub driver has none):
     # accel's lazy initialisation goes through torch.cuda._lazy_init before it

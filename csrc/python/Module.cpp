@@ -363,6 +363,14 @@ PYBIND11_MODULE(_C, m) {
 
   // Runtime selection and initialisation.
   m.def("_runtime_name", [] { return std::string(runtime().name()); });
+  // Whether this build has the CUDA runtime (setup.py: a CUDA torch and a CUDA
+  // toolkit, unless TORCH_ACCEL_BUILD_CUDA=0, as `make asan` and `make tsan`
+  // build): without it, TORCH_ACCEL_RUNTIME=cuda is a configuration error.
+#ifdef TORCH_ACCEL_WITH_CUDA
+  m.attr("_has_cuda_runtime") = true;
+#else
+  m.attr("_has_cuda_runtime") = false;
+#endif
   m.def("_target_device_type", [] { return c10::DeviceTypeName(runtime().targetType(), /*lower_case=*/true); });
   // What the runtime can do, for the Python code that must choose
   // (torch_accel/_core.py's capabilities(); Runtime.h's "Capabilities").
