@@ -184,9 +184,10 @@ lint: install
 define sanitized_tree
 	rm -rf $(1)/tree
 	mkdir -p $(1)/tree
-	cp -r torch_accel test pyproject.toml $(1)/tree/
+	cp -r torch_accel test benchmarks pyproject.toml $(1)/tree/
 	find $(1)/tree \( -name '*.so' -o -name __pycache__ \) -prune -exec rm -rf {} +
 	cp $(1)/lib/torch_accel/_C*.so $(1)/tree/torch_accel/
+	cp $(1)/lib/torch_accel/lib/*.so $(1)/tree/torch_accel/lib/
 endef
 # $(call sanitized_pytest,SANITIZER,DIR,TESTS,ENVIRONMENT): pytest in DIR's tree.
 define sanitized_pytest
@@ -208,7 +209,8 @@ ASAN_COMPILE_TESTS := test_operator test_training_step test_allocation_in_genera
 ASAN_TESTS ?= test/test_device.py test/test_streams_events.py test/test_memory.py test/test_fallback.py \
   test/test_tensors.py test/test_random.py test/test_models.py $(addprefix test/test_compile.py::,$(ASAN_COMPILE_TESTS)) \
   test/test_thread_stress.py test/test_distributed.py test/test_distributed_breadth.py \
-  test/test_sparse.py test/test_quantized.py test/test_tensor_kinds.py test/test_opinfo.py
+  test/test_sparse.py test/test_quantized.py test/test_tensor_kinds.py test/test_opinfo.py test/test_aot_inductor.py \
+  test/test_cpp_wrapper.py
 asan: install
 	$(MAKE) -C third_party/accelrt asan
 	TORCH_ACCEL_SANITIZE=address TORCH_ACCEL_BUILD_CUDA=0 $(PY) setup.py -q build_ext \
