@@ -116,7 +116,7 @@ example-extension-cuda: install
 
 # The C++ program that runs an AOTInductor package on accel without Python
 # (examples/aoti, docs/compile.md), into build/examples/aoti/accel_aoti_run:
-# linked against accel's core (torch_accel/libtorch_accel.so) and libtorch,
+# linked against accel's core (torch_accel/lib/libtorch_accel.so) and libtorch,
 # which it finds through its rpath. test/test_aoti_cpp_program.py builds it
 # with this target, once per session. Python only locates torch's headers and
 # libraries here: the program itself never loads it.
@@ -297,7 +297,7 @@ gpu-test:
 gpu-build:
 	CXX=$(GPU_CXX) TORCH_ACCEL_BUILD_CUDA=1 MAX_JOBS=$$(nproc) $(PY) setup.py -q build_ext --inplace
 	@# grep reads all of ldd's output (-q would stop early: ldd's SIGPIPE then fails the pipe under pipefail).
-	@for library in torch_accel/_C*.so torch_accel/libtorch_accel.so; do \
+	@for library in torch_accel/_C*.so torch_accel/lib/libtorch_accel.so; do \
 	  ldd $$library | grep 'libstdc++' > /dev/null || { echo "$$library links libstdc++ statically; set GPU_CXX to a g++ that links it dynamically"; exit 1; }; \
 	done
 
@@ -311,4 +311,4 @@ gpu-wheels:
 	@ls $(WHEELHOUSE)
 
 clean:
-	rm -rf build torch_accel/_C*.so torch_accel/lib*.so third_party/accelrt/build
+	rm -rf build torch_accel/_C*.so torch_accel/lib third_party/accelrt/build

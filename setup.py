@@ -1,6 +1,6 @@
-"""Builds accel's native code: its core torch_accel/libtorch_accel.so (csrc/ but csrc/python,
+"""Builds accel's native code: its core torch_accel/lib/libtorch_accel.so (csrc/ but csrc/python,
 and accelrt; no Python), the Python bindings torch_accel._C over it, and the AOTInductor C shim
-torch_accel/libaccel_aoti_shim.so.
+torch_accel/lib/libaccel_aoti_shim.so.
 
 The CUDA runtime (csrc/runtime/cuda) is compiled and linked whenever the installed torch
 is a CUDA build and a CUDA toolkit is found, so that machines without a GPU still prove
@@ -90,12 +90,13 @@ def _native_flags(with_cuda, with_distributed, sanitize):
     return cxx_flags, link_flags
 
 
-# accel's native core (torch_accel/libtorch_accel.so): all of csrc/ but its Python bindings
+# accel's native core (torch_accel/lib/libtorch_accel.so): all of csrc/ but its Python bindings
 # (csrc/python/) and the AOTInductor shim's sources, with accelrt, linked against libtorch and
 # c10 only, never libtorch_python, so that a C++ program without Python can link it
 # (docs/design.md, "Layers and data flow"). Its symbols keep the default visibility: they are
-# the interface the bindings (_C) and programs link to.
-_CORE = "torch_accel.libtorch_accel"
+# the interface the bindings (_C) and programs link to. In torch_accel/lib/ with the shim: no
+# Python package, so that pkgutil does not take the library for a module of torch_accel.
+_CORE = "torch_accel.lib.libtorch_accel"
 
 
 def _core():
@@ -126,7 +127,7 @@ def _core():
 
 
 # torch_accel._C: the Python bindings (csrc/python/) over the core, which it links; the core is
-# found next to it ($ORIGIN). -fvisibility=hidden: the module exports only its init function.
+# found in lib/ next to it ($ORIGIN/lib). -fvisibility=hidden: the module exports only its init function.
 def _bindings():
     with_distributed = torch.distributed.is_available()
     sources = [s for s in _sources("csrc/python/*.cpp") if with_distributed or not s.startswith(_DISTRIBUTED_SOURCES)]
@@ -137,7 +138,7 @@ def _bindings():
         include_dirs=[ROOT],
         libraries=["torch_accel"],  # its folder: _BuildExtension.build_extension
         extra_compile_args={"cxx": [*cxx_flags, "-fvisibility=hidden"]},
-        extra_link_args=[*link_flags, "-Wl,-rpath,$ORIGIN"],
+        extra_link_args=[*link_flags, "-Wl,-rpath,$ORIGIN/lib"],
     )
 
 
@@ -176,7 +177,7 @@ _LIBRARIES = (_CORE, _AOTI_SHIM)
 
 class _BuildExtension(BuildExtension.with_options(use_ninja=True)):
     def run(self):
-        # An in-place build copies the shim into torch_accel/lib/, which git does not keep.
+        # An in-place build copies the core and the shim into torch_accel/lib/, which git does not keep.
         os.makedirs(os.path.join(ROOT, "torch_accel", "lib"), exist_ok=True)
         super().run()
 

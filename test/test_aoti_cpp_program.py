@@ -1,7 +1,7 @@
 """A C++ program runs an AOTInductor package on accel without Python (examples/aoti).
 
 The program (build/examples/aoti/accel_aoti_run PACKAGE INPUTS OUTPUTS) links accel's
-core, torch_accel/libtorch_accel.so, and loads the package with PyTorch's C++ package
+core, torch_accel/lib/libtorch_accel.so, and loads the package with PyTorch's C++ package
 loader; `make example-aoti` builds it, once per session here (ccache makes a rebuild
 cheap). Each run's every loaded library is listed by the dynamic linker (LD_DEBUG=files):
 none may be Python's. An MLP exported on accel with a dynamic batch runs in the program at

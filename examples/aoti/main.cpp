@@ -10,7 +10,7 @@
 // OUTPUTS  where its outputs go, copied to the CPU: a tuple of tensors that
 //          torch.load reads
 //
-// The program links accel's core (torch_accel/libtorch_accel.so), whose loading
+// The program links accel's core (torch_accel/lib/libtorch_accel.so), whose loading
 // registers accel with PyTorch: the device name, the device guard, allocator
 // and operators, and accel's AOTInductor model runner. PyTorch's package
 // loader reads the package's device, accel, and creates that runner. Built by

@@ -4,7 +4,7 @@
 
 Used by ``make example-aoti`` at build time; the program it builds runs without Python.
 
-The program links accel's core (torch_accel/libtorch_accel.so) and, before it, every library of
+The program links accel's core (torch_accel/lib/libtorch_accel.so) and, before it, every library of
 torch's that the core links (on a CUDA build of torch: its CUDA libraries too), with an rpath to
 both folders. The core carries no rpath of its own (its folder and torch's are unrelated in an
 editable install), so the program loads torch's libraries from torch's folder first; the core's
@@ -22,7 +22,7 @@ from torch.utils.cpp_extension import include_paths, library_paths  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PACKAGE = os.path.join(ROOT, "torch_accel")
-CORE = os.path.join(PACKAGE, "libtorch_accel.so")
+CORE = os.path.join(PACKAGE, "lib", "libtorch_accel.so")
 
 
 def needed(library: str) -> list[str]:
@@ -51,7 +51,7 @@ def libs() -> list[str]:
     if not os.path.exists(CORE):
         raise SystemExit(f"{CORE} is not built: run `make install`")
     [torch_lib] = library_paths()
-    folders = [torch_lib, PACKAGE]
+    folders = [torch_lib, os.path.dirname(CORE)]
     # --no-as-needed: the program calls into few of torch's libraries itself, but must load them all.
     return [
         *(f"-L{folder}" for folder in folders),

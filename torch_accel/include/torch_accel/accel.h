@@ -1,7 +1,7 @@
 #pragma once
 
 // torch_accel's public header for C++ programs without Python: they link
-// accel's core, torch_accel/libtorch_accel.so (see examples/aoti and
+// accel's core, torch_accel/lib/libtorch_accel.so (see examples/aoti and
 // docs/compile.md, "A C++ program without Python").
 //
 // Loading the core registers accel: the device name "accel" for PrivateUse1,
