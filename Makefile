@@ -8,6 +8,8 @@
 #   make demo      the demo on whatever runtime is present
 #   make example-extension[-cuda]  the example user extension (examples/extension),
 #                  C++ for the host runtime / CUDA (nvcc) for the CUDA runtime
+#   make example-aoti  the C++ program that runs an AOTInductor package on accel
+#                  without Python (examples/aoti), build/examples/aoti/accel_aoti_run
 #   make gpu-test  on a GPU machine, offline: build against the preinstalled torch,
 #                  run the suite and the benchmarks on the CUDA runtime by sections,
 #                  writing test/reports/gpu-test[-STEPS].md (GPU_TEST_STEPS=core ...)
@@ -48,7 +50,7 @@ PYTEST_ARGS ?=
 BENCH_ARGS ?=
 NATIVE_SOURCES := setup.py $(shell find csrc third_party/accelrt/src third_party/accelrt/include -name '*.cpp' -o -name '*.h' 2>/dev/null)
 
-.PHONY: example-extension example-extension-cuda install build test test-accelrt test-python test-isa demo gpu-test gpu-build gpu-wheels bench fuzz soak lint asan tsan clean
+.PHONY: example-extension example-extension-cuda example-aoti install build test test-accelrt test-python test-isa demo gpu-test gpu-build gpu-wheels bench fuzz soak lint asan tsan clean
 
 install: build
 
@@ -111,6 +113,21 @@ EXAMPLE_CUDA_ARCHS ?= 9.0
 example-extension-cuda: install
 	ACCEL_EXAMPLE_CUDA=1 TORCH_CUDA_ARCH_LIST="$(EXAMPLE_CUDA_ARCHS)" $(PY) examples/extension/setup.py -q build_ext \
 	  --build-lib $(EXAMPLE_BUILD)/cuda --build-temp $(EXAMPLE_BUILD)/cuda/temp
+
+# The C++ program that runs an AOTInductor package on accel without Python
+# (examples/aoti, docs/compile.md), into build/examples/aoti/accel_aoti_run:
+# linked against accel's core (torch_accel/lib/libtorch_accel.so) and libtorch,
+# which it finds through its rpath. test/test_aoti_cpp_program.py builds it
+# with this target, once per session. Python only locates torch's headers and
+# libraries here: the program itself never loads it.
+AOTI_EXAMPLE := build/examples/aoti/accel_aoti_run
+example-aoti: $(AOTI_EXAMPLE)
+# (Compiled and linked apart: ccache caches compilations only.)
+$(AOTI_EXAMPLE).o: examples/aoti/main.cpp torch_accel/include/torch_accel/accel.h $(VENV)/.complete
+	@mkdir -p $(@D)
+	$(CXX) -O2 -std=c++17 -Wall -Werror $$($(PY) examples/aoti/torch_flags.py --cflags) -c $< -o $@
+$(AOTI_EXAMPLE): $(AOTI_EXAMPLE).o build/.ext-built
+	$(CXX) $< $$($(PY) examples/aoti/torch_flags.py --libs) -o $@
 
 test-accelrt:
 	$(MAKE) -C third_party/accelrt test
@@ -180,7 +197,7 @@ lint: install
 # built apart, never in torch_accel) must fail a run and be named in its report.
 # test/asan.supp and test/tsan.supp are the suppressions files; they may only
 # name code outside this project (PyTorch, Python), each entry with its reason.
-# $(call sanitized_tree,DIR): the copy of the package and tests, with DIR's _C.
+# $(call sanitized_tree,DIR): the copy of the package and tests, with DIR's native libraries.
 define sanitized_tree
 	rm -rf $(1)/tree
 	mkdir -p $(1)/tree
@@ -280,7 +297,9 @@ gpu-test:
 gpu-build:
 	CXX=$(GPU_CXX) TORCH_ACCEL_BUILD_CUDA=1 MAX_JOBS=$$(nproc) $(PY) setup.py -q build_ext --inplace
 	@# grep reads all of ldd's output (-q would stop early: ldd's SIGPIPE then fails the pipe under pipefail).
-	@ldd torch_accel/_C*.so | grep 'libstdc++' > /dev/null || { echo "torch_accel/_C links libstdc++ statically; set GPU_CXX to a g++ that links it dynamically"; exit 1; }
+	@for library in torch_accel/_C*.so torch_accel/lib/libtorch_accel.so; do \
+	  ldd $$library | grep 'libstdc++' > /dev/null || { echo "$$library links libstdc++ statically; set GPU_CXX to a g++ that links it dynamically"; exit 1; }; \
+	done
 
 # The wheels of requirements-gpu.txt for the GPU image (CPython 3.12, x86-64
 # Linux), into .whl/ (ignored by git; carried to the device machine). Needs PyPI.
@@ -292,4 +311,4 @@ gpu-wheels:
 	@ls $(WHEELHOUSE)
 
 clean:
-	rm -rf build torch_accel/_C*.so third_party/accelrt/build
+	rm -rf build torch_accel/_C*.so torch_accel/lib third_party/accelrt/build

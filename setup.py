@@ -1,4 +1,6 @@
-"""Builds torch_accel._C.
+"""Builds accel's native code: its core torch_accel/lib/libtorch_accel.so (csrc/ but csrc/python,
+and accelrt; no Python), the Python bindings torch_accel._C over it, and the AOTInductor C shim
+torch_accel/lib/libaccel_aoti_shim.so.
 
 The CUDA runtime (csrc/runtime/cuda) is compiled and linked whenever the installed torch
 is a CUDA build and a CUDA toolkit is found, so that machines without a GPU still prove
@@ -12,7 +14,7 @@ then compiles the extension in place with ``build_ext --inplace``, whose builds 
 accel's c10d backend (csrc/distributed) is built whenever the installed torch has
 torch.distributed; it needs no NCCL or Gloo headers (see csrc/distributed/AccelBackend.h).
 
-TORCH_ACCEL_SANITIZE=address compiles and links the extension (accelrt included) with
+TORCH_ACCEL_SANITIZE=address compiles and links the core (accelrt included) and _C with
 AddressSanitizer and UndefinedBehaviorSanitizer, every finding fatal; TORCH_ACCEL_SANITIZE=thread
 with ThreadSanitizer. ``make asan`` and ``make tsan`` build it that way into build/asan/ and
 build/tsan/ (never in place) and run tests with the sanitizer runtime preloaded
@@ -73,19 +75,9 @@ def _sanitize():
     return _SANITIZER_FLAGS[flag]
 
 
-def _extension():
-    with_cuda = _with_cuda()
-    sanitize = _sanitize()
-    with_distributed = torch.distributed.is_available()
-    sources = [
-        s
-        for s in _sources("csrc/**/*.cpp")
-        if (with_cuda or not s.startswith("csrc/runtime/cuda/"))
-        and (with_distributed or not s.startswith(_DISTRIBUTED_SOURCES))
-        and not s.startswith("csrc/inductor/shim/")  # the AOTInductor shim's (_aoti_shim)
-    ]
-    sources += _sources("third_party/accelrt/src/*.cpp")
-    cxx_flags = ["-O2", "-std=c++17", "-Wall", "-Wno-unused-parameter", "-Wno-interference-size", "-fvisibility=hidden"]
+def _native_flags(with_cuda, with_distributed, sanitize):
+    """The compiler and linker flags of accel's core and of its bindings."""
+    cxx_flags = ["-O2", "-std=c++17", "-Wall", "-Wno-unused-parameter", "-Wno-interference-size"]
     if with_cuda:
         cxx_flags.append("-DTORCH_ACCEL_WITH_CUDA=1")
     if with_distributed:
@@ -95,14 +87,59 @@ def _extension():
         # -O1 and frame pointers: stack traces in the reports name every frame.
         cxx_flags += [*sanitize, "-O1", "-g", "-fno-omit-frame-pointer"]
         link_flags += sanitize
+    return cxx_flags, link_flags
+
+
+# accel's native core (torch_accel/lib/libtorch_accel.so): all of csrc/ but its Python bindings
+# (csrc/python/) and the AOTInductor shim's sources, with accelrt, linked against libtorch and
+# c10 only, never libtorch_python, so that a C++ program without Python can link it
+# (docs/design.md, "Layers and data flow"). Its symbols keep the default visibility: they are
+# the interface the bindings (_C) and programs link to. In torch_accel/lib/ with the shim: no
+# Python package, so that pkgutil does not take the library for a module of torch_accel.
+_CORE = "torch_accel.lib.libtorch_accel"
+
+
+def _core():
+    with_cuda = _with_cuda()
+    with_distributed = torch.distributed.is_available()
+    sources = [
+        s
+        for s in _sources("csrc/**/*.cpp")
+        if not s.startswith(("csrc/python/", "csrc/inductor/shim/"))  # _C's, the AOTInductor shim's (_aoti_shim)
+        and (with_cuda or not s.startswith("csrc/runtime/cuda/"))
+        and (with_distributed or not s.startswith(_DISTRIBUTED_SOURCES))
+    ]
+    sources += _sources("third_party/accelrt/src/*.cpp")
+    cxx_flags, link_flags = _native_flags(with_cuda, with_distributed, _sanitize())
+    # Every symbol the core uses must come from the libraries it links: a reference left to
+    # whoever loads it (Python's, libtorch_python's) fails here rather than in a program.
+    link_flags.append("-Wl,--no-undefined")
     kwargs = dict(
-        name="torch_accel._C",
+        name=_CORE,
         sources=sources,
         include_dirs=[ROOT, os.path.join(ROOT, "third_party/accelrt/include")],
         extra_compile_args={"cxx": cxx_flags},
         extra_link_args=link_flags,
     )
-    return CUDAExtension(**kwargs) if with_cuda else CppExtension(**kwargs)
+    extension = CUDAExtension(**kwargs) if with_cuda else CppExtension(**kwargs)
+    extension.libraries = [library for library in extension.libraries if library != "torch_python"]
+    return extension
+
+
+# torch_accel._C: the Python bindings (csrc/python/) over the core, which it links; the core is
+# found in lib/ next to it ($ORIGIN/lib). -fvisibility=hidden: the module exports only its init function.
+def _bindings():
+    with_distributed = torch.distributed.is_available()
+    sources = [s for s in _sources("csrc/python/*.cpp") if with_distributed or not s.startswith(_DISTRIBUTED_SOURCES)]
+    cxx_flags, link_flags = _native_flags(_with_cuda(), with_distributed, _sanitize())
+    return CppExtension(
+        name="torch_accel._C",
+        sources=sources,
+        include_dirs=[ROOT],
+        libraries=["torch_accel"],  # its folder: _BuildExtension.build_extension
+        extra_compile_args={"cxx": [*cxx_flags, "-fvisibility=hidden"]},
+        extra_link_args=[*link_flags, "-Wl,-rpath,$ORIGIN/lib"],
+    )
 
 
 # accel's AOTInductor C shim (tools/gen_aoti_c_shim.py): a library of its own, since code that
@@ -134,19 +171,28 @@ def _aoti_shim():
     )
 
 
+# The plain shared libraries among the extensions (lib*.so, not Python modules).
+_LIBRARIES = (_CORE, _AOTI_SHIM)
+
+
 class _BuildExtension(BuildExtension.with_options(use_ninja=True)):
     def run(self):
-        # An in-place build copies the shim into torch_accel/lib/, which git does not keep.
+        # An in-place build copies the core and the shim into torch_accel/lib/, which git does not keep.
         os.makedirs(os.path.join(ROOT, "torch_accel", "lib"), exist_ok=True)
         super().run()
 
     def get_ext_filename(self, ext_name):
-        # The shim is a plain shared library (libaccel_aoti_shim.so), not a Python module.
         # (distutils asks both for the full name and for its last component alone.)
         *package, name = ext_name.split(".")
-        if name == _AOTI_SHIM.split(".")[-1]:
+        if name in (library.split(".")[-1] for library in _LIBRARIES):
             return os.path.join(*package, name + ".so")
         return super().get_ext_filename(ext_name)
+
+    def build_extension(self, ext):
+        if ext.name == "torch_accel._C":
+            # The core, built before it (in place or into --build-lib).
+            ext.library_dirs.append(os.path.dirname(self.get_ext_fullpath(_CORE)))
+        super().build_extension(ext)
 
 
 def _skip_extension():
@@ -163,7 +209,7 @@ setup(
     packages=find_packages(include=["torch_accel", "torch_accel.*"]),
     # The public header of users' extensions (torch_accel.utils.cpp_extension.include_paths()).
     package_data={"torch_accel": ["include/torch_accel/*.h", "include/torch_accel/inductor/*.h"]},
-    ext_modules=[] if _skip_extension() else [_aoti_shim(), _extension()],
+    ext_modules=[] if _skip_extension() else [_aoti_shim(), _core(), _bindings()],
     cmdclass={"build_ext": _BuildExtension},
     python_requires=">=3.10",
     install_requires=["torch==2.11.0"],

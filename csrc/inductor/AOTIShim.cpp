@@ -11,10 +11,10 @@ namespace torch_accel::inductor {
 
 namespace {
 
-constexpr const char* kShimPath = "/lib/libaccel_aoti_shim.so";
+constexpr const char* kShimPath = "/libaccel_aoti_shim.so";
 
-// The folder of the shared object this function is compiled into (the
-// package folder of torch_accel, where setup.py puts _C; the shim is in its lib/).
+// The folder of the shared object this function is compiled into: accel's
+// core, which setup.py puts into torch_accel/lib/, next to the shim.
 std::string folderOfThisLibrary() {
   Dl_info info{};
   TORCH_CHECK(

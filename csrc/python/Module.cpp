@@ -3,9 +3,7 @@
 // themselves are PyTorch's generic torch.Stream / torch.Event, which reach the
 // runtime through the PrivateUse1 device guard.
 
-#include <csrc/aten/AliasFallback.h>
 #include <csrc/aten/Empty.h>
-#include <csrc/aten/FusedRnnCells.h>
 #include <csrc/aten/TargetCall.h>
 #include <csrc/core/AccelDevice.h>
 #include <csrc/inductor/AOTIShim.h>
@@ -22,6 +20,7 @@
 #include <csrc/runtime/AccelGenerator.h>
 #include <csrc/runtime/AccelTrace.h>
 #include <csrc/runtime/Runtime.h>
+#include <torch_accel/include/torch_accel/accel.h>
 
 #include <ATen/Context.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
@@ -413,9 +412,8 @@ PYBIND11_MODULE(_C, m) {
     }
     checkDeviceAvailable();
     initializeTargetModule();
-    at::globalContext().lazyInitDevice(kAccel);
-    preferTargetKernels();
-    provideFusedRnnCellsTheTargetLacks();
+    // What a program without Python runs too (csrc/aten/Initialization.cpp).
+    torch_accel::init();
     // A child forked after this point finds accel poisoned and, on its next
     // accel factory call, goes through torch.accel._lazy_init again (and fails).
     torch::utils::register_fork_handler_for_device_init(kAccel);

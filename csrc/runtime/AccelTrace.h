@@ -48,8 +48,11 @@ inline uintptr_t streamId(const c10::Stream& stream) noexcept {
 // arguments were freed (reported) as the error propagated. The Python layer
 // (csrc/python/Module.cpp) installs a runner that sets a pending exception
 // aside around each report; the runtime code that reports cannot touch Python.
+// Defined once, in the core (AccelTrace.cpp), not as an inline variable: the
+// bindings are a library of their own whose hidden copy of an inline variable
+// the runtime would never read.
 using ReportRunner = void (*)(c10::function_ref<void()> report);
-inline std::atomic<ReportRunner> report_runner{nullptr};
+extern std::atomic<ReportRunner> report_runner;
 
 inline void run(c10::function_ref<void()> report) {
   if (const ReportRunner runner = report_runner.load(std::memory_order_acquire)) {
