@@ -121,13 +121,15 @@ example-extension-cuda: install
 # with this target, once per session. Python only locates torch's headers and
 # libraries here: the program itself never loads it.
 AOTI_EXAMPLE := build/examples/aoti/accel_aoti_run
+# Its compiler: gpu-test sets it to GPU_CXX (a g++ that links libstdc++ dynamically, as torch).
+AOTI_EXAMPLE_CXX ?= $(CXX)
 example-aoti: $(AOTI_EXAMPLE)
 # (Compiled and linked apart: ccache caches compilations only.)
 $(AOTI_EXAMPLE).o: examples/aoti/main.cpp torch_accel/include/torch_accel/accel.h $(VENV)/.complete
 	@mkdir -p $(@D)
-	$(CXX) -O2 -std=c++17 -Wall -Werror $$($(PY) examples/aoti/torch_flags.py --cflags) -c $< -o $@
+	$(AOTI_EXAMPLE_CXX) -O2 -std=c++17 -Wall -Werror $$($(PY) examples/aoti/torch_flags.py --cflags) -c $< -o $@
 $(AOTI_EXAMPLE): $(AOTI_EXAMPLE).o build/.ext-built
-	$(CXX) $< $$($(PY) examples/aoti/torch_flags.py --libs) -o $@
+	$(AOTI_EXAMPLE_CXX) $< $$($(PY) examples/aoti/torch_flags.py --libs) -o $@
 
 test-accelrt:
 	$(MAKE) -C third_party/accelrt test
@@ -281,7 +283,7 @@ gpu-test:
 	  echo "installing $(WHEELHOUSE)/ offline: $$(cd $(WHEELHOUSE) && echo *.whl)"; \
 	  $(PY) -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --force-reinstall $(WHEELHOUSE)/*.whl; \
 	fi; \
-	TORCH_ACCEL_RUNTIME=cuda $(PY) tools/gpu/gpu_report.py --started $$started --deadline $(GPU_TEST_DEADLINE) \
+	TORCH_ACCEL_RUNTIME=cuda AOTI_EXAMPLE_CXX=$(GPU_CXX) $(PY) tools/gpu/gpu_report.py --started $$started --deadline $(GPU_TEST_DEADLINE) \
 	  --steps $(GPU_TEST_STEPS) --sections "$(GPU_TEST_SECTIONS)" \
 	  --pytest-args="$(PYTEST_ARGS)" --bench-args="$(BENCH_ARGS)" --commit="$(GPU_TEST_COMMIT)" $(GPU_TEST_ARGS)
 
@@ -300,6 +302,8 @@ gpu-build:
 	@for library in torch_accel/_C*.so torch_accel/lib/libtorch_accel.so; do \
 	  ldd $$library | grep 'libstdc++' > /dev/null || { echo "$$library links libstdc++ statically; set GPU_CXX to a g++ that links it dynamically"; exit 1; }; \
 	done
+	@# Built: targets that need the extension (example-aoti) must not rebuild it with another compiler.
+	@mkdir -p build && touch build/.ext-built
 
 # The wheels of requirements-gpu.txt for the GPU image (CPython 3.12, x86-64
 # Linux), into .whl/ (ignored by git; carried to the device machine). Needs PyPI.

@@ -448,10 +448,13 @@ SECTIONS: tuple[Section, ...] = (
     Section(
         name="compile-cpp-wrapper",
         step="aot",
-        what="cpp_wrapper=True and AOTInductor packages on accel: the C++ wrapper around Triton kernels, accel's C shim and model runner, against cuda's wrapper and packages",
+        what=(
+            "cpp_wrapper=True and AOTInductor packages on accel: the C++ wrapper around Triton kernels, accel's C shim "
+            "and model runner, against cuda's wrapper and packages; a package run by a C++ program without Python"
+        ),
         limit_s=300,
         estimate_s=150,
-        tests=("test/test_cpp_wrapper.py", "test/test_aot_inductor.py"),
+        tests=("test/test_cpp_wrapper.py", "test/test_aot_inductor.py", "test/test_aoti_cpp_program.py"),
     ),
     Section(
         name="compile-graphs",
