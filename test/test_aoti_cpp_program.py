@@ -18,18 +18,10 @@ import pytest
 import torch
 from torch import nn
 
+from test_aot_inductor import MLP
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROGRAM = os.path.join(ROOT, "build", "examples", "aoti", "accel_aoti_run")
-
-
-class MLP(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.hidden = nn.Linear(16, 32)
-        self.out = nn.Linear(32, 4)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.out(torch.relu(self.hidden(x))).softmax(-1)
 
 
 @pytest.fixture(scope="module")
