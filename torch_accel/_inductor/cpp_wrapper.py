@@ -114,6 +114,11 @@ class _AccelCppWrapper:
     device: str
     _describing_constants = False
 
+    @classmethod
+    def create(cls, is_subgraph: bool, subgraph_name: Any, parent_wrapper: Any, partition_signatures: Any = None) -> Any:
+        # As PyTorch's C++ wrappers: subgraphs get a wrapper of the same kind.
+        return cls()
+
     def codegen_device(self, device: torch.device) -> str:
         if device.type != DEVICE_TYPE:
             return super().codegen_device(device)  # type: ignore[misc]
@@ -186,10 +191,6 @@ class AccelCppWrapperCpu(_AccelCppWrapper, CppWrapperCpu):
         self.device = DEVICE_TYPE
         super().__init__()
 
-    @staticmethod
-    def create(is_subgraph: bool, subgraph_name: Any, parent_wrapper: Any, partition_signatures: Any = None) -> "AccelCppWrapperCpu":
-        return AccelCppWrapperCpu()
-
 
 class AccelCppWrapperGpu(_AccelCppWrapper, CppWrapperGpu):
     """The C++ wrapper around Triton kernels (the CUDA runtime), for accel devices.
@@ -211,10 +212,6 @@ class AccelCppWrapperGpu(_AccelCppWrapper, CppWrapperGpu):
                 "(PyTorch builds multi-arch kernels for packages compiled for cuda only); leave it off: the "
                 "package holds the kernels compiled for this GPU"
             )
-
-    @staticmethod
-    def create(is_subgraph: bool, subgraph_name: Any, parent_wrapper: Any, partition_signatures: Any = None) -> "AccelCppWrapperGpu":
-        return AccelCppWrapperGpu()
 
     def finalize_prefix(self) -> None:
         # The wrapper loads each Triton kernel from the binary that compiling it
@@ -244,7 +241,3 @@ class InterpretedKernelsRefusal(AccelCppWrapperGpu):
             "accel's Triton kernels through Triton's interpreter on the host runtime; use the host runtime's "
             "C++ kernels (TORCH_ACCEL_INDUCTOR unset) or the CUDA runtime"
         )
-
-    @staticmethod
-    def create(is_subgraph: bool, subgraph_name: Any, parent_wrapper: Any, partition_signatures: Any = None) -> "InterpretedKernelsRefusal":
-        return InterpretedKernelsRefusal()
